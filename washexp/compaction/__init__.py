@@ -1,0 +1,1 @@
+"""The fourteen-task compaction study: contexts, budgets, ranking, retention, grading."""

@@ -1,0 +1,213 @@
+"""One compaction condition: a task under an arm (Full, or S/H + Jev Top N), every generation.
+
+Data flows one way: task -> frozen summary and ranking -> context -> (answers -> grades) ->
+metrics and artifacts. S, H and the Jev scores are produced once per task and generation and
+memoized, so they are byte-identical across every N (an LLM backend's recorder freezes them
+across processes as well).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from washexp.compaction import budget, hermes
+from washexp.compaction.aggregate import mean, task_score
+from washexp.compaction.context import (
+    Context, evidence_tokens, full_context, fused_context, protected_tokens,
+)
+from washexp.compaction.grading import grade
+from washexp.compaction.jev import rank, top_n
+from washexp.compaction.retention import retained_fields, retention
+from washexp.fixtures.compaction import Task
+from washexp.roles import RankJob, ReadJob, Roles, SummaryJob
+from washexp.tokens import count
+
+CEILING_TOPN = 5
+"""The ceiling is sized so the whole N sweep (up to Top 5) fits."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    method: str
+    """``full``, ``S`` or ``H``."""
+    topn: int | None
+    """Jev Top N fused with the summary; None for Full."""
+
+    @property
+    def label(self) -> str:
+        return "Full" if self.method == "full" else f"{self.method} top{self.topn}"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The per-task sizes fixed before answering."""
+
+    evidence_tokens: int
+    allowance: int
+    protected_tokens: int
+    full_input_tokens: int
+    ceiling_base: int
+    ceiling: int
+
+
+@dataclass
+class Frozen:
+    """Everything a task's conditions share for one generation."""
+
+    s_summary: str
+    scores: list[float]
+    h: hermes.Checkpoint | None = None
+
+
+_memo: dict[tuple, Any] = {}
+
+
+def _frozen(task: Task, roles: Roles, generation: int, allowance: int) -> Frozen:
+    key = ("frozen", task.digest, json.dumps(roles.spec, sort_keys=True), generation)
+    if key not in _memo:
+        s = roles.summarize(SummaryJob(task.id, task.query, task.units, allowance, generation))
+        scores = roles.rank(RankJob(task.id, task.query, task.units, generation))
+        if len(scores) != len(task.units):
+            raise ValueError(f"ranker returned {len(scores)} scores for {len(task.units)} units")
+        _memo[key] = Frozen(s_summary=s, scores=scores)
+    return _memo[key]
+
+
+def _checkpoint(task: Task, roles: Roles, generation: int, frozen: Frozen, allowance: int) -> hermes.Checkpoint:
+    if frozen.h is None:
+        # H sees only the pre-final evidence history, with the original task as its focus.
+        writer = roles.checkpoint_writer(task.id, generation)
+        frozen.h = hermes.generate_checkpoint(list(task.history), task.query, allowance, writer)
+    return frozen.h
+
+
+def task_sizes(task: Task, roles: Roles, generations: int) -> Sizes:
+    evidence = evidence_tokens(task)
+    allow = budget.allowance(evidence)
+    protected = protected_tokens(task)
+    unit_tokens = [count(u.render()) for u in task.units]
+    s_largest = max(
+        fused_context(task, f.s_summary, top_n(f.scores, CEILING_TOPN)).input_tokens
+        for f in (_frozen(task, roles, g, allow) for g in range(generations))
+    )
+    ceil = budget.ceiling(protected, allow, unit_tokens, s_largest)
+    return Sizes(evidence, allow, protected, full_context(task).input_tokens, ceil.base, ceil.value)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One generation's context (or the reason it is invalid)."""
+
+    context: Context | None
+    invalid: str | None
+    summary: str | None
+
+
+def _outcome(task: Task, arm: Arm, roles: Roles, g: int, sizes: Sizes) -> Outcome:
+    if arm.method == "full":
+        return Outcome(full_context(task), None, None)
+    frozen = _frozen(task, roles, g, sizes.allowance)
+    selected = top_n(frozen.scores, arm.topn)
+    if arm.method == "S":  # S is never filtered: whether it shrinks is reported, not enforced
+        return Outcome(fused_context(task, frozen.s_summary, selected), None, frozen.s_summary)
+    cp = _checkpoint(task, roles, g, frozen, sizes.allowance)
+    if not cp.valid:
+        return Outcome(None, cp.failure, cp.last_body)
+    alone = fused_context(task, cp.body, [])
+    if alone.input_tokens > sizes.ceiling:
+        return Outcome(None, f"H input {alone.input_tokens} > ceiling {sizes.ceiling}", cp.body)
+    if alone.input_tokens >= sizes.full_input_tokens:
+        return Outcome(None, f"H input {alone.input_tokens} >= Full {sizes.full_input_tokens}", cp.body)
+    return Outcome(fused_context(task, cp.body, selected), None, cp.body)
+
+
+def run_condition(task: Task, arm: Arm, roles: Roles, generations: int,
+                  answers: int) -> tuple[dict[str, float], dict[str, str]]:
+    """Metrics and artifacts of one condition. An invalid generation scores 0 and stays in."""
+    sizes = task_sizes(task, roles, generations)
+    artifacts: dict[str, str] = {"sizes.json": _json(asdict(sizes))}
+    ret, ret_all, acc, correct, tokens, api_tokens, valid, kept = [], [], [], [], [], [], [], []
+    for g in range(generations):
+        out = _outcome(task, arm, roles, g, sizes)
+        if out.summary is not None:
+            artifacts[f"summary/g{g}.txt"] = out.summary
+        if arm.method != "full":
+            frozen = _frozen(task, roles, g, sizes.allowance)
+            artifacts[f"ranking/g{g}.json"] = _json(_ranking(task, frozen.scores, arm.topn))
+            if arm.method == "H":
+                artifacts[f"summary/g{g}.checkpoint.json"] = _json(_checkpoint_record(frozen.h))
+        valid.append(out.context is not None)
+        if out.context is None:
+            ret.append(0.0)
+            ret_all.append(0.0)
+            if roles.read:
+                acc.append([0.0] * answers)
+                correct.append([0.0] * answers)
+            continue
+        ctx = out.context
+        artifacts[f"contexts/g{g}.json"] = _json(list(ctx.messages))
+        missing = retained_fields(task, ctx.evidence_text)
+        artifacts[f"retention/g{g}.json"] = _json(missing)
+        ret.append(retention(missing))
+        ret_all.append(float(not any(missing.values())))
+        tokens.append(ctx.input_tokens)
+        kept.append(len(ctx.units))
+        if roles.read:
+            grades, replies = [], []
+            for a in range(answers):
+                reply = roles.read(ReadJob(task.id, ctx.messages, g, a))
+                replies.append(asdict(reply))
+                grades.append(grade(task, reply.text))
+                if reply.prompt_tokens is not None:
+                    api_tokens.append(reply.prompt_tokens)
+            artifacts[f"answers/g{g}.json"] = _json(
+                [{**r, "fields": gr.fields, "malformed": gr.malformed} for r, gr in zip(replies, grades, strict=True)]
+            )
+            acc.append([gr.score for gr in grades])
+            correct.append([float(gr.all_correct) for gr in grades])
+    metrics = {
+        "retention": mean(ret),
+        "retention_all_fields": mean(ret_all),
+        "valid": mean(valid),
+        "contexts": float(generations),
+        "contexts_valid": float(sum(valid)),
+        "input_tokens": mean(tokens),
+        "input_tokens_total": float(sum(tokens)),
+        "contexts_shortened": float(sum(t < sizes.full_input_tokens for t in tokens)),
+        "reduction_pct": mean(100.0 * (sizes.full_input_tokens - t) / sizes.full_input_tokens for t in tokens),
+        "units_kept": mean(kept),
+        "units_total": float(len(task.units)),
+        "summary_tokens": mean(count(artifacts[k]) for k in artifacts if k.startswith("summary/") and k.endswith(".txt")),
+        "allowance": float(sizes.allowance),
+        "ceiling": float(sizes.ceiling),
+        "ceiling_enlarged": float(sizes.ceiling > sizes.ceiling_base),
+        "full_input_tokens": float(sizes.full_input_tokens),
+    }
+    if roles.read:
+        metrics["fact_accuracy"] = task_score(acc)
+        metrics["all_fields_correct"] = task_score(correct)
+        metrics["api_input_tokens"] = mean(api_tokens)
+    return {k: v for k, v in metrics.items() if v is not None}, artifacts
+
+
+def _ranking(task: Task, scores: list[float], n: int | None) -> dict:
+    return {
+        "units": [{"index": u.index, "call_id": u.call_id, "arguments": u.arguments} for u in task.units],
+        "scores": scores,
+        "order": rank(scores),
+        "selected": top_n(scores, n or 0),
+        "requested_n": n,
+    }
+
+
+def _checkpoint_record(cp: hermes.Checkpoint | None) -> dict:
+    if cp is None:
+        return {}
+    return {"protocol": hermes.PROTOCOL, "valid": cp.valid, "failure": cp.failure,
+            "attempts": [asdict(a) for a in cp.attempts]}
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=False) + "\n"

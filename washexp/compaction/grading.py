@@ -1,0 +1,81 @@
+"""Strict grading: ``{"facts": {...}}``, recursive type-exact JSON equality, no second chances.
+
+- The whole reply must be one JSON object with a ``facts`` mapping (surrounding whitespace
+  allowed; prose or a code fence around it makes it malformed).
+- Equality is type-exact: ``1``, ``1.0`` and ``true`` are three different answers; strings
+  match exactly; arrays match in order, except for the task's ``unordered_fields``, which
+  compare as multisets.
+- A missing field, or any field of a malformed reply, scores 0. No aliases, rewrites or
+  retries are applied after scoring.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from washexp.fixtures.compaction import Task
+
+
+def strict_equal(a: Any, b: Any) -> bool:
+    """Recursive JSON equality where the type must match too (bool is not int, int not float)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(strict_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(strict_equal(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def _canonical(value: Any) -> str:
+    # Type-preserving canonical form, so sorting never equates 1 with 1.0 or true.
+    return json.dumps([type(value).__name__, value], sort_keys=True)
+
+
+def unordered_equal(a: Any, b: Any) -> bool:
+    if not (isinstance(a, list) and isinstance(b, list)) or len(a) != len(b):
+        return False
+    return all(strict_equal(x, y) for x, y in zip(sorted(a, key=_canonical), sorted(b, key=_canonical), strict=True))
+
+
+def parse_facts(reply: str) -> dict[str, Any] | None:
+    """The ``facts`` mapping of a reply, or None when the reply is malformed."""
+    try:
+        data = json.loads(reply)
+    except (json.JSONDecodeError, TypeError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("facts"), dict):
+        return None
+    return data["facts"]
+
+
+@dataclass(frozen=True)
+class AnswerGrade:
+    fields: dict[str, bool]
+    malformed: bool
+
+    @property
+    def score(self) -> float:
+        """Fraction of fields correct within this answer."""
+        return sum(self.fields.values()) / len(self.fields)
+
+    @property
+    def all_correct(self) -> bool:
+        return all(self.fields.values())
+
+
+def grade(task: Task, reply: str) -> AnswerGrade:
+    facts = parse_facts(reply)
+    if facts is None:
+        return AnswerGrade({f: False for f in task.expected}, malformed=True)
+    result = {}
+    for name, want in task.expected.items():
+        if name not in facts:
+            result[name] = False
+        elif name in task.unordered_fields:
+            result[name] = unordered_equal(facts[name], want)
+        else:
+            result[name] = strict_equal(facts[name], want)
+    return AnswerGrade(result, malformed=False)

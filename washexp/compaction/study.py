@@ -1,0 +1,154 @@
+"""A compaction arm as MLflow runs: one arm run, one nested run per task (condition).
+
+Identity: a condition is known by a hash of what determines its result (benchmark, model
+spec, method, top-N, task id and the task's fixture digest, phase); output and tracking
+settings are not part of it. A FINISHED run with the same hash is reused unless
+``rerun=true``; an unfinished arm run is resumed, so a crash costs nothing already done.
+Full ignores top-N: ``method=full`` under a top-N sweep is one arm, not six.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+
+from washexp import PROJECT_ROOT
+from washexp.compaction.aggregate import cohort_means
+from washexp.compaction.conditions import Arm, run_condition
+from washexp.errors import ConfigError
+from washexp.fixtures.compaction import Task, load_tasks
+from washexp.hashing import identity_hash, tree_digest
+from washexp.roles import roles_for
+from washexp.tracking import git_commit, source_files
+
+log = logging.getLogger("washexp")
+
+METHODS = ("full", "S", "H")
+RUNTIME_MODEL_KEYS = ("base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency", "replay")
+"""Model settings that change how a result is fetched, not what it is."""
+
+# Per-condition metrics the arm aggregates task by task (equal weights, failed = 0).
+_SCORES = ("retention", "retention_all_fields", "fact_accuracy", "all_fields_correct")
+_SUMS = ("contexts", "contexts_shortened", "contexts_valid", "input_tokens_total")
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What Hydra knows about the job: kept as tags, never part of an identity."""
+
+    overrides: str
+    sweep: str
+
+
+def run_arm(cfg, job: JobInfo, tracker) -> dict[str, float]:
+    if cfg.method.name not in METHODS:
+        raise ConfigError(f"method.name={cfg.method.name!r}: expected one of {', '.join(METHODS)}")
+    if cfg.topn < 0:
+        raise ConfigError(f"topn={cfg.topn}: must be >= 0")
+    if cfg.phase not in ("final", "preflight"):
+        raise ConfigError(f"phase={cfg.phase!r}: expected final or preflight")
+    tasks = load_tasks(PROJECT_ROOT / cfg.benchmark.fixtures, cfg.task)
+    roles = roles_for(cfg.model)
+    arm = Arm(cfg.method.name, None if cfg.method.name == "full" else cfg.topn)
+    model = {k: v for k, v in vars(cfg.model).items() if k not in RUNTIME_MODEL_KEYS}
+    base = {"benchmark": cfg.benchmark.name, "model": model, "roles": roles.spec,
+            "method": arm.method, "h_impl": cfg.method.h_impl if arm.method == "H" else None,
+            "topn": arm.topn, "phase": cfg.phase}
+    source = source_files()
+    common_tags = {
+        "method": arm.method, "topn": "n/a" if arm.topn is None else str(arm.topn),
+        "model": cfg.model.name, "tier": cfg.model.tier, "platform": cfg.model.platform,
+        "phase": cfg.phase, "sweep": job.sweep, "washexp.overrides": job.overrides,
+        "washexp.source": tree_digest(source), "mlflow.source.git.commit": git_commit() or "unknown",
+    }
+    params = {"model": cfg.model.name, "backend": cfg.model.backend, "tier": cfg.model.tier,
+              "platform": cfg.model.platform, "method": arm.method,
+              "topn": "n/a" if arm.topn is None else arm.topn, "generations": cfg.model.generations,
+              "answers_per_context": cfg.model.answers_per_context if roles.read else 0,
+              "phase": cfg.phase, "roles": roles.spec}
+
+    arm_hash = identity_hash({**base, "tasks": {t.id: t.digest for t in tasks}})
+    found = tracker.find(arm_hash)
+    if found and found.finished and not cfg.rerun:
+        log.info("%s: finished already (run %s); rerun=true runs it again", arm.label, found.run_id)
+        return found.metrics
+    resume = found.run_id if found and not cfg.rerun else None
+    arm_run = tracker.start(f"{arm.label} · arm", arm_hash, {**params, "tasks": len(tasks)},
+                            {**common_tags, "washexp.kind": "arm"}, resume_id=resume)
+
+    per_task: dict[str, dict[str, float]] = {}
+    counts = {"run": 0, "reused": 0, "failed": 0}
+    # Conditions compute in parallel (an LLM backend waits on its endpoint); every MLflow call
+    # stays on this thread, in completion order.
+    with ThreadPoolExecutor(max_workers=roles.concurrency) as pool:
+        futures = {}
+        for task in tasks:
+            identity = identity_hash({**base, "task": task.id, "fixture": task.digest})
+            found = tracker.find(identity)
+            if found and found.finished and not cfg.rerun:
+                if arm_run.run_id and found.parent_id != arm_run.run_id:
+                    tracker.adopt(found.run_id, arm_run.run_id)
+                per_task[task.id] = found.metrics
+                counts["reused"] += 1
+                continue
+            run = tracker.start(f"{arm.label} · {task.id}", identity,
+                                {**params, "task": task.id, "cohort": task.cohort},
+                                {**common_tags, "washexp.kind": "condition", "task": task.id,
+                                 "cohort": task.cohort}, parent_id=arm_run.run_id)
+            future = pool.submit(run_condition, task, arm, roles, cfg.model.generations,
+                                 cfg.model.answers_per_context)
+            futures[future] = (task, run)
+        for future in as_completed(futures):
+            task, run = futures[future]
+            try:
+                metrics, artifacts = future.result()
+            except Exception as err:  # a failed planned condition is recorded, and stays in as 0
+                log.error("%s · %s: FAILED: %s", arm.label, task.id, err)
+                run.fail(err)
+                counts["failed"] += 1
+                per_task[task.id] = {"failed": 1.0, "contexts": float(cfg.model.generations)}
+                continue
+            run.finish(metrics, artifacts, manifest_extra={"fixture": task.files, "source": source})
+            per_task[task.id] = metrics
+            counts["run"] += 1
+    metrics = arm_metrics(per_task, {t.id: t.cohort for t in tasks})
+    table = {t: {"cohort": c.cohort, **per_task[t]} for t, c in ((t.id, t) for t in tasks)}
+    arm_run.finish(metrics, {"conditions.json": json.dumps(table, indent=1) + "\n"},
+                   manifest_extra={"source": source})
+    log.info("%s: %d conditions (%d run, %d reused, %d failed) · retention primary %s · control %s",
+             arm.label, len(tasks), counts["run"], counts["reused"], counts["failed"],
+             _fmt(metrics.get("primary/retention")), _fmt(metrics.get("control/retention")))
+    return metrics
+
+
+def arm_metrics(per_task: dict[str, dict[str, float]], cohorts: dict[str, str]) -> dict[str, float]:
+    """Cohort aggregates of an arm: tasks weighted equally, a failed condition counted as 0."""
+    out: dict[str, float] = {}
+    measured = {k for m in per_task.values() for k in m}
+    for key in _SCORES:
+        if key not in measured:
+            continue  # e.g. no reader: accuracy is absent, never 0
+        scores = {t: m.get(key, 0.0) for t, m in per_task.items()}
+        for cohort, value in cohort_means(scores, cohorts).items():
+            if value is not None:
+                out[f"{cohort}/{key}"] = value
+    for cohort in ("primary", "control", "all"):
+        members = [m for t, m in per_task.items() if cohort in ("all", cohorts[t])]
+        if not members:
+            continue
+        for key in _SUMS:
+            out[f"{cohort}/{key}"] = sum(m.get(key, 0.0) for m in members)
+        out[f"{cohort}/tasks"] = float(len(members))
+        out[f"{cohort}/failed"] = float(sum(m.get("failed", 0.0) for m in members))
+        out[f"{cohort}/invalid"] = sum(m["contexts"] - m["contexts_valid"] for m in members if "failed" not in m)
+        for key in ("input_tokens", "reduction_pct"):  # means over the tasks that produced contexts
+            values = [m[key] for m in members if key in m]
+            if values:
+                out[f"{cohort}/{key}"] = sum(values) / len(values)
+    return out
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
