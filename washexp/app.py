@@ -52,12 +52,19 @@ def _job_info():
     return JobInfo(overrides=hc.job.override_dirname or "(defaults)", sweep=os.path.relpath(sweep_dir, PROJECT_ROOT))
 
 
+_job_errors: list[str] = []
+"""One line per job that ended in a user error. Kept here rather than raised: Hydra would print
+its own report, and a multirun goes on with its other jobs."""
+
+
 @hydra.main(config_path=str(PROJECT_ROOT / "conf"), config_name="config", version_base="1.3")
 def _hydra_job(cfg: DictConfig) -> None:
     from washexp.benchmarks import run_benchmark
 
-    config = OmegaConf.to_object(cfg)
-    run_benchmark(config, _job_info())
+    try:
+        run_benchmark(OmegaConf.to_object(cfg), _job_info())
+    except WashexpError as err:
+        _job_errors.append(str(err))
 
 
 def one_line(err: BaseException) -> str:
@@ -87,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"washexp: bad config: {one_line(err)}", file=sys.stderr)
         return 2
     except WashexpError as err:
-        print(f"washexp: {err}", file=sys.stderr)
-        return 1
-    return 0
+        _job_errors.append(str(err))
+    for line in dict.fromkeys(_job_errors):
+        print(f"washexp: {line}", file=sys.stderr)
+    return 1 if _job_errors else 0

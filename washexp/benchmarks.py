@@ -11,8 +11,7 @@ RUNNERS: Registry = Registry("benchmark")
 def _compaction(cfg, job) -> None:
     from washexp.compaction.study import run_arm
 
-    tracker = _tracker(cfg)
-    run_arm(cfg, job, tracker)
+    run_arm(cfg, job, lambda: _tracker(cfg))
 
 
 def _tracker(cfg):

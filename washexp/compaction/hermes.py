@@ -86,10 +86,10 @@ _ASSIGNMENTS = [  # (pattern, skipped when the text holds a URL)
                 r"|password|credential)[\w.-]*):[ \t]*(?!['\"])(?P<v>[^\s&]+)", re.I | re.M),
      False),
 ]
-_KEY_WORD = re.compile(r"(?:api|auth|access|refresh|session|secret)[ _.\\-]?(?:key|token)"
+_KEY_WORD = re.compile(r"(?:api|auth|access|refresh|session|secret)[ _.-]?(?:key|token)"
                        r"|token|secret|passwd|password|pass|pw|credential|auth|key", re.I)
-_STRONG_WORD = re.compile(r"(?:api|auth|access|refresh|session|id|bearer)[ _.\\-]?(?:key|token)"
-                          r"|key[ _.\\-]?material|secret|passwd|password|pass|pw|credential|auth"
+_STRONG_WORD = re.compile(r"(?:api|auth|access|refresh|session|id|bearer)[ _.-]?(?:key|token)"
+                          r"|key[ _.-]?material|secret|passwd|password|pass|pw|credential|auth"
                           r"|bearer", re.I)
 _AUTH_HEADER = re.compile(r"((?:Proxy-)?Authorization[\"']?:\s*[\"']?)([A-Za-z][\w.+-]*\s+)?"
                           r"([^\s\"']+)", re.I)
@@ -467,14 +467,15 @@ def _candidates(serialized: str, focus: str) -> list[tuple[int, int, str]]:
     """(score, position, line) for every scored line; tool-result lines when there are any."""
     focus_words, seen = _words(focus), set()
     found: dict[bool, list[tuple[int, int, str]]] = {True: [], False: []}
-    in_tool = False
-    for pos, raw in enumerate(serialized.split("\n")):
-        m = _BLOCK.match(raw)
+    in_tool, lines = False, serialized.split("\n")
+    for pos, raw in enumerate(lines):
+        m = _BLOCK.match(raw) if pos == 0 or not lines[pos - 1] else None  # messages: "\n\n"
         if m:
             in_tool, raw = m.group(1).startswith("TOOL RESULT"), raw[m.end():]
         line = " ".join(_LINE_NO.sub("", raw).split())
-        if not line or line in seen or "[truncated]" in line or line.startswith("...[summary"):
-            continue
+        if (not line or line in seen or line == TRUNCATION_MARKER.strip()
+                or line.startswith("...[summary input") or _USER_ASKED.search(line)):
+            continue  # markers, repeats, and quoted attribution that would fail provenance
         seen.add(line)
         score = len(_STRUCTURED.findall(line)) + FOCUS_WEIGHT * len(focus_words & _words(line))
         if score:

@@ -42,7 +42,8 @@ class JobInfo:
     sweep: str
 
 
-def run_arm(cfg, job: JobInfo, tracker) -> dict[str, float]:
+def run_arm(cfg, job: JobInfo, open_tracker) -> dict[str, float]:
+    """Run one arm; ``open_tracker()`` is called only once the config and fixtures are valid."""
     if cfg.method.name not in METHODS:
         raise ConfigError(f"method.name={cfg.method.name!r}: expected one of {', '.join(METHODS)}")
     if cfg.topn < 0:
@@ -69,6 +70,7 @@ def run_arm(cfg, job: JobInfo, tracker) -> dict[str, float]:
               "answers_per_context": cfg.model.answers_per_context if roles.read else 0,
               "phase": cfg.phase, "roles": roles.spec}
 
+    tracker = open_tracker()
     arm_hash = identity_hash({**base, "tasks": {t.id: t.digest for t in tasks}})
     found = tracker.find(arm_hash)
     if found and found.finished and not cfg.rerun:

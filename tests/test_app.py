@@ -1,0 +1,43 @@
+"""The command line: range sugar and one-line errors for bad overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_cli
+from washexp.app import expand_ranges
+from washexp.errors import WashexpError
+
+
+def test_range_sugar_is_inclusive():
+    # Trap: Hydra reads `0..5` as the string "0..5" and would run ONE job per other choice.
+    assert expand_ranges(["-m", "method=S,H", "topn=0..5"]) == ["-m", "method=S,H", "topn=range(0,6)"]
+    assert expand_ranges(["model.generations=1..3"]) == ["model.generations=range(1,4)"]
+    assert expand_ranges(["task=payment", "topn=3"]) == ["task=payment", "topn=3"]
+    assert expand_ranges(["topn=-1..1"]) == ["topn=range(-1,2)"]
+
+
+def test_empty_range_is_an_error():
+    with pytest.raises(WashexpError, match="empty range"):
+        expand_ranges(["topn=5..0"])
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("topn=abc", "topn"),
+        ("method=X", "method/X"),
+        ("model=nosuch", "model/nosuch"),
+        ("task=paymnt", "did you mean 'payment'"),
+        ("topn=-2", "topn=-2: must be >= 0"),
+        ("model.generations=many", "generations"),
+        ("nosuchkey=1", "nosuchkey"),
+    ],
+)
+def test_bad_override_is_one_clear_line(store, override, expected):
+    proc = run_cli([override], store, check=False)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("washexp: ") and expected in lines[0], lines[0]
+    assert not (store / "mlflow.db").exists(), "a rejected command must write nothing"

@@ -1,0 +1,128 @@
+"""Every compaction fixture loads, matches the study's table verbatim, and obeys the rules."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from washexp.errors import FixtureError
+from washexp.fixtures.compaction import load_task, load_tasks, structural_cohort
+from washexp.needles import contains
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "compaction"
+SPEC = json.loads((Path(__file__).parent / "compaction-tasks.json").read_text(encoding="utf-8"))
+SPEC_TASKS = {t["id"]: t for t in SPEC["tasks"]}
+
+
+def _typed(value):
+    # Type-exact canonical form: json.dumps alone would equate True with true only, 1 with 1.0 never.
+    return json.dumps(value, sort_keys=True)
+
+
+def test_all_fourteen_tasks_load():
+    tasks = load_tasks(FIXTURES)
+    assert sorted(t.id for t in tasks) == sorted(SPEC_TASKS)
+
+
+@pytest.mark.parametrize("task_id", sorted(SPEC_TASKS))
+def test_task_matches_the_study_verbatim(task_id):
+    task = load_task(FIXTURES / task_id)
+    spec = SPEC_TASKS[task_id]
+    assert task.query == spec["query"]
+    assert _typed(task.expected) == _typed(spec["expected"])
+    assert list(task.expected) == list(spec["expected"])
+    assert list(task.unordered_fields) == spec["unordered_fields"]
+    assert task.declared_cohort == spec["declared_cohort"] or (
+        spec["declared_cohort"] == "primary" and task.declared_cohort == "primary"
+    )
+    # Full context carries every needle: the fixture is answerable before any compaction.
+    evidence = "\n".join(u.content for u in task.units)
+    assert all(contains(evidence, n) for ns in task.needles.values() for n in ns)
+
+
+def test_cohort_rule_selects_exactly_the_four_primaries():
+    tasks = load_tasks(FIXTURES)
+    primary = sorted(t.id for t in tasks if structural_cohort(t.units, t.needles) == "primary")
+    assert primary == ["build_token", "checkout_504", "payment", "server_error"]
+
+
+@pytest.mark.parametrize("task_id", ["payment", "checkout_504", "server_error"])
+def test_investigations_need_more_than_one_unit(task_id):
+    # Trap: if one unit carried every needle, Top 1 would be a perfect context.
+    task = load_task(FIXTURES / task_id)
+    assert len(task.units) >= 6
+    needles = [n for ns in task.needles.values() for n in ns]
+    assert not any(all(contains(u.content, n) for n in needles) for u in task.units)
+
+
+def _broken_copy(tmp_path: Path, task_id: str, edit) -> Path:
+    folder = tmp_path / task_id
+    shutil.copytree(FIXTURES / task_id, folder)
+    data = yaml.safe_load((folder / "task.yaml").read_text(encoding="utf-8"))
+    edit(data, folder)
+    (folder / "task.yaml").write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d, f: d["needles"]["request_id"].append("req-0000"), "needles.request_id: 'req-0000' is in no tool result"),
+        (lambda d, f: d["needles"]["upstream"].append("ERROR"), "needles.upstream: 'ERROR' is in the query"),
+        (lambda d, f: d["fields"].update(status="HTTP status, e.g. 502"), "leaks through a field description"),
+        (lambda d, f: d["expected"].pop("status"), "expected: must name exactly the fields (status differ)"),
+        (lambda d, f: d.update(declared_cohort="control:short_fixture"), "declared_cohort"),
+        (lambda d, f: d.update(id="other"), "id: 'other' differs from the folder"),
+        (lambda d, f: d["expected"].update(timestamp=__import__("datetime").date(2026, 8, 8)), "expected.timestamp: date is not a JSON type"),
+        (lambda d, f: d.update(unordered_fields=["status"]), "unordered_fields.status: only a list can ignore order"),
+    ],
+)
+def test_bad_fixture_names_file_and_field(tmp_path, edit, message):
+    folder = _broken_copy(tmp_path, "server_error", edit)
+    with pytest.raises(FixtureError) as err:
+        load_task(folder)
+    assert str(err.value).startswith(str(folder / "task.yaml"))
+    assert message in str(err.value)
+
+
+def test_trajectory_must_open_with_the_query(tmp_path):
+    folder = tmp_path / "backup"
+    shutil.copytree(FIXTURES / "backup", folder)
+    traj = json.loads((folder / "trajectory.json").read_text(encoding="utf-8"))
+    traj["messages"][0]["content"] += " (edited)"
+    (folder / "trajectory.json").write_text(json.dumps(traj), encoding="utf-8")
+    with pytest.raises(FixtureError, match=r"trajectory.json: messages\[0\]: must be the user's query"):
+        load_task(folder)
+
+
+def test_final_report_is_not_a_unit():
+    task = load_task(FIXTURES / "payment")
+    assert all(not m.get("final") for m in task.history)
+    assert task.history[-1]["role"] == "tool"
+
+
+def test_digest_changes_with_any_file(tmp_path):
+    folder = tmp_path / "backup"
+    shutil.copytree(FIXTURES / "backup", folder)
+    before = load_task(folder).digest
+    (folder / "source" / "extra.txt").write_text("x", encoding="utf-8")
+    assert load_task(folder).digest != before
+
+
+@pytest.mark.parametrize("generator", sorted(FIXTURES.glob("*/gen_*.py")) + sorted(FIXTURES.glob("*/make_trajectory.py")),
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_generated_fixtures_reproduce_byte_for_byte(tmp_path, generator):
+    import subprocess
+    import sys
+
+    folder = tmp_path / generator.parent.name
+    shutil.copytree(generator.parent, folder)
+    before = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    subprocess.run([sys.executable, str(folder / generator.name)], cwd=folder, check=True, capture_output=True)
+    after = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    assert after == before
