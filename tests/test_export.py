@@ -1,0 +1,170 @@
+"""``washexp export`` on a tiny real sweep: the record's numbers against the runs, by hand."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from statistics import mean
+
+import mlflow
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import run_cli
+from washexp.export import bootstrap
+
+TASKS = "task=[backup,refactor,meeting_notes,payment]"  # payment is primary, the rest control
+
+
+def export(store: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [sys.executable, "-m", "washexp.cli", "export", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}",
+         "--out", str(out), *extra], capture_output=True, text=True, timeout=300,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"export exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    store = tmp_path_factory.mktemp("export")
+    run_cli(["-m", "method=S,H", "topn=0,1", TASKS], store, env={"CI": "true"})
+    run_cli(["-m", "method=full", TASKS], store, env={"CI": "true"})
+    run_cli(["method=S", "topn=0", "phase=preflight", "task=[backup]"], store, env={"CI": "true"})
+    export(store, store / "results")
+    (record_json,) = (store / "results").glob("compaction-reference-*.json")
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("compaction")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    return store, json.loads(record_json.read_text()), record_json, runs
+
+
+def _label(run) -> str:
+    t = run.data.tags
+    return "Full" if t["method"] == "full" else f"{t['method']} top{t['topn']}"
+
+
+def _final_conditions(runs):
+    return [r for r in runs if r.data.tags["washexp.kind"] == "condition" and r.data.tags["phase"] == "final"]
+
+
+def test_arm_tables_match_the_condition_runs(study):
+    _, record, _, runs = study
+    conds = _final_conditions(runs)
+    for cohort in ("primary", "control"):
+        rows = {r["arm"]: r for r in record["tables"][f"arms_{cohort}"]["rows"]}
+        assert set(rows) == {"Full", "S top0", "S top1", "H top0", "H top1"}
+        for label, row in rows.items():
+            mine = [c.data.metrics for c in conds if _label(c) == label and c.data.tags["cohort"] == cohort]
+            assert row["tasks"] == len(mine) == (1 if cohort == "primary" else 3)
+            assert row["retention"] == pytest.approx(mean(m["retention"] for m in mine))
+            assert row["input_tokens"] == pytest.approx(mean(m["input_tokens"] for m in mine))
+            assert row["input_tokens_total"] == sum(m["input_tokens_total"] for m in mine)
+            assert row["reduction_pct"] == pytest.approx(mean(m["reduction_pct"] for m in mine))
+            assert row["contexts_shortened"] == sum(m["contexts_shortened"] for m in mine)
+            assert row["contexts"] == sum(m["contexts"] for m in mine)
+            assert row["failed"] == 0 and row["invalid"] == 0
+            # the reference backend has no reader: accuracy is absent, never 0
+            assert row["fact_accuracy"] is None and row["all_fields_correct"] is None
+
+
+def test_markdown_shows_counts_and_labels_the_baseline(study):
+    _, record, record_json, runs = study
+    md = record_json.with_suffix(".md").read_text()
+    assert "labelled deterministic baseline" in md and "not a model result" in md
+    assert "n is small: 1 primary and 3 control tasks" in md
+    assert "n/a — reference model has no reader" in md
+    s1 = [c.data.metrics for c in _final_conditions(runs)
+          if _label(c) == "S top1" and c.data.tags["cohort"] == "control"]
+    shortened = f"{sum(m['contexts_shortened'] for m in s1):.0f}/{sum(m['contexts'] for m in s1):.0f}"
+    s1_line = next(line for line in md.splitlines() if line.startswith("| S top1 | 3 |"))
+    assert f"| {shortened} |" in s1_line
+    for plot in record["plots"]:
+        assert f"]({plot['file']})" in md and (record_json.parent / plot["file"]).stat().st_size > 10_000
+
+
+def test_per_task_cells_and_run_ids_come_from_the_runs(study):
+    _, record, _, runs = study
+    cells = {r["task"]: r for r in record["tables"]["per_task_retention"]["rows"]}
+    for c in _final_conditions(runs):
+        assert cells[c.data.tags["task"]][_label(c)] == c.data.metrics["retention"]
+    listed = {r["run_id"] for r in record["tables"]["runs"]["rows"]}
+    assert listed == {r.info.run_id for r in runs}  # every run is behind some number, none is made up
+    fixtures = record["provenance"]["fixtures sha256 (task folder tree digest)"]
+    assert {c.data.tags["task"]: c.data.tags["washexp.sha256.fixture"] for c in runs
+            if "task" in c.data.tags} == fixtures
+
+
+def test_preflight_is_listed_apart(study):
+    _, record, _, runs = study
+    (pre,) = [r for r in runs if r.data.tags["phase"] == "preflight" and r.data.tags["washexp.kind"] == "arm"]
+    assert [r["run_id"] for r in record["tables"]["preflight"]["rows"]] == [pre.info.run_id]
+    main = [row for key in ("arms_primary", "arms_control") for row in record["tables"][key]["rows"]]
+    assert pre.info.run_id not in {row["run_id"] for row in main}
+    # the preflight S top0 is newer, but the final S top0 stays the one in the tables
+    assert all(row["arm"] != "S top0" or row["run_id"] != pre.info.run_id for row in main)
+
+
+def test_intervals_are_paired_deterministic_and_contain_the_mean(study):
+    _, record, _, runs = study
+    conds = _final_conditions(runs)
+    score = {(_label(c), c.data.tags["task"]): c.data.metrics["retention"] for c in conds}
+    cohort = {c.data.tags["task"]: c.data.tags["cohort"] for c in conds}
+    rows = record["tables"]["vs_full"]["rows"] + record["tables"]["s_vs_h"]["rows"]
+    assert len(rows) == 2 * 4 + 2 * 2  # (4 arms vs Full + 2 S/H pairs) x 2 cohorts
+    for row in rows:
+        tasks = [t for t, c in cohort.items() if c == row["cohort"]]
+        diffs = [score[row["a"], t] - score[row["b"], t] for t in tasks]
+        assert row["n_tasks"] == len(tasks)
+        assert row["diff"] == pytest.approx(mean(diffs))
+        assert row["ci_low"] <= row["diff"] <= row["ci_high"]
+        a = {t: score[row["a"], t] for t in tasks}
+        b = {t: score[row["b"], t] for t in tasks}
+        again = bootstrap.paired(a, b)
+        assert (again.low, again.high) == (row["ci_low"], row["ci_high"])
+
+
+def test_bootstrap_on_known_differences():
+    a = {f"t{i}": float(i % 2) for i in range(10)}
+    same = bootstrap.paired(a, a)
+    assert (same.diff, same.low, same.high) == (0.0, 0.0, 0.0)
+    b = {t: 0.0 for t in a}
+    iv = bootstrap.paired(a, b)
+    assert iv.diff == 0.5 and 0.1 < iv.low < 0.5 < iv.high < 0.9
+    assert bootstrap.paired(a, b) == iv  # seeded: the same interval every time
+    assert bootstrap.paired(a, {"other": 1.0}) is None
+
+
+def test_reexport_is_byte_identical(study, tmp_path):
+    store = study[0]
+    export(store, tmp_path)
+    first = {p.name: p.read_bytes() for p in (store / "results").iterdir()}
+    again = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert first.keys() == again.keys() and len(first) == 4  # .md, .json, two plots
+    assert first == again
+
+
+def test_grades_tables_gather_across_runs(study):
+    store, _, _, runs = study
+    mlflow.set_tracking_uri(f"sqlite:///{store / 'mlflow.db'}")
+    mlflow.set_experiment("compaction")
+    conds = [c for c in _final_conditions(runs) if c.data.tags["method"] == "H"]
+    table = mlflow.load_table("retention.json", extra_columns=["run_id"])  # every run that has it
+    assert set(table["run_id"]) == {c.info.run_id for c in runs if c.data.tags["washexp.kind"] == "condition"}
+    for c in conds:
+        rows = table[table["run_id"] == c.info.run_id]
+        assert set(rows["task"]) == {c.data.tags["task"]}
+        assert rows["retained"].mean() == pytest.approx(c.data.metrics["retention"])
+
+
+def test_user_errors_are_one_line(study, tmp_path):
+    store = study[0]
+    for extra, says in ((["--experiment", "nope", "--topic", "compaction"], "no experiment 'nope'"),
+                        (["--date", "2000-01-01"], "no finished arm runs"),
+                        (["--topic", "wash"], "unknown record builder 'wash'")):
+        proc = export(store, tmp_path, *extra, check=False)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
+    assert not list(tmp_path.iterdir())

@@ -1,0 +1,128 @@
+"""The ``washexp`` command.
+
+    washexp export [--experiment compaction] [--sweep ID]... [--model NAME] [--date YYYY-MM-DD]
+                   [--out DIR] [--tracking-uri URI]
+    washexp ui [--port 5000] [--experiment compaction] [--tracking-uri URI] [--no-browser]
+
+Exit codes: 0 done; 1 a problem the user can fix (one line on stderr); 2 bad usage (argparse).
+A low score is a result, never an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import webbrowser
+from pathlib import Path
+
+from washexp import PROJECT_ROOT
+from washexp.errors import WashexpError
+
+
+def _date(text: str) -> str:
+    try:
+        return dt.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    from washexp.tracking import default_uri
+
+    p = argparse.ArgumentParser(prog="washexp", description="washexp: records and the MLflow UI.")
+    sub = p.add_subparsers(dest="command", required=True)
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument("--tracking-uri", default=default_uri(),
+                       help="MLflow store (default: sqlite:///<project>/mlruns/mlflow.db)")
+    store.add_argument("--experiment", default="compaction", help="experiment name (default: compaction)")
+
+    e = sub.add_parser("export", parents=[store], help="write dated records (.md, .json, plots) from runs")
+    e.add_argument("--sweep", action="append", default=[], metavar="ID",
+                   help="only arm runs of this sweep (its tag, or the tail like 2026-11-30/10-31-23); repeatable")
+    e.add_argument("--model", help="only runs of this model (default: one record per model)")
+    e.add_argument("--date", type=_date, help="the record as of this UTC day: runs started on or before it")
+    e.add_argument("--topic", help="record builder (default: the experiment's name)")
+    e.add_argument("--out", type=Path, default=PROJECT_ROOT / "results", help="output folder (default: results/)")
+
+    u = sub.add_parser("ui", parents=[store], help="start the MLflow UI on 127.0.0.1 at the runs table")
+    u.add_argument("--port", type=int, default=5000)
+    u.add_argument("--no-browser", action="store_true", help="print the URL only")
+    return p
+
+
+def export(args: argparse.Namespace) -> int:
+    from washexp.export import ExportOptions
+    from washexp.export import export as run_export
+
+    options = ExportOptions(uri=args.tracking_uri, experiment=args.experiment, topic=args.topic,
+                            sweeps=tuple(args.sweep), model=args.model, date=args.date, out=args.out)
+    for path in run_export(options):
+        print(path)
+    return 0
+
+
+def runs_url(port: int, experiment_id: str) -> str:
+    """The runs table: MLflow 3.17 otherwise lands on an experiment's (empty) GenAI traces page."""
+    return f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs"
+
+
+def ui(args: argparse.Namespace) -> int:
+    from washexp.tracking import experiment_id
+
+    uri = args.tracking_uri
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        raise WashexpError(f"no tracking store at {uri}: run a sweep first (python run.py ...)")
+    exp_id = experiment_id(uri, args.experiment)
+    if exp_id is None:
+        raise WashexpError(f"no experiment {args.experiment!r} in {uri}: run a sweep first")
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
+           "--host", "127.0.0.1", "--port", str(args.port)]
+    server = subprocess.Popen(cmd)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so `finally` stops the server too
+    try:
+        if not _wait_healthy(args.port, server):
+            raise WashexpError(f"mlflow server did not come up on 127.0.0.1:{args.port} (port in use?)")
+        url = runs_url(args.port, exp_id)
+        print(f"MLflow UI: {url}   (Ctrl-C stops it)", flush=True)
+        if not args.no_browser:
+            webbrowser.open(url)
+        return server.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if server.poll() is None:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+def _wait_healthy(port: int, server: subprocess.Popen, timeout_s: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"export": export, "ui": ui}[args.command](args)
+    except WashexpError as err:
+        print(f"washexp: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

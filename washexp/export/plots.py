@@ -1,0 +1,71 @@
+"""Record plots: matplotlib (Agg), PNG bytes, one panel per cohort.
+
+Same data, same bytes: no dates or titles from the clock, fixed size and dpi, and the PNG's
+only metadata is matplotlib's Software line.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
+
+COLORS = {"S": "tab:blue", "H": "tab:orange", "Full": "black"}
+_SIZE, _DPI = (10.0, 4.2), 110
+
+
+def score_vs_n(by_cohort: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]],
+               full: Mapping[str, float | None], ylabel: str) -> bytes:
+    """``by_cohort[cohort][method]`` = [(N, score)]; Full drawn as a horizontal line."""
+    fig, axes = plt.subplots(1, len(by_cohort), figsize=_SIZE, squeeze=False, sharey=True)
+    for ax, (cohort, series) in zip(axes[0], by_cohort.items(), strict=True):
+        for method, points in series.items():
+            if points:
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, marker="o", color=COLORS.get(method), label=f"{method} + Top N")
+        if full.get(cohort) is not None:
+            ax.axhline(full[cohort], color=COLORS["Full"], linestyle="--", label="Full")
+        _finish_axes(ax, cohort, "Top N (Jev evidence units fused with the summary)")
+    return _png(fig, axes, ylabel)
+
+
+def tokens_vs_score(by_cohort: Mapping[str, Sequence[tuple[str, float, float]]], ylabel: str) -> bytes:
+    """``by_cohort[cohort]`` = [(arm label, mean input tokens, score)]: S and H as lines through
+    N = 0..5 (each point labelled with its N), Full as a star."""
+    fig, axes = plt.subplots(1, len(by_cohort), figsize=_SIZE, squeeze=False, sharey=True)
+    for ax, (cohort, points) in zip(axes[0], by_cohort.items(), strict=True):
+        for method, offset in (("S", (4, -11)), ("H", (-9, 5))):
+            arm = sorted((int(lb.split("top")[1]), x, y) for lb, x, y in points if lb.startswith(f"{method} top"))
+            if not arm:
+                continue
+            ax.plot([x for _, x, _ in arm], [y for _, _, y in arm], marker="o", color=COLORS[method],
+                    label=f"{method} + Top N (labels: N)")
+            for n, x, y in arm:
+                ax.annotate(str(n), (x, y), textcoords="offset points", xytext=offset, fontsize=8,
+                            color=COLORS[method])
+        for lb, x, y in points:
+            if lb == "Full":
+                ax.scatter([x], [y], marker="*", s=160, color=COLORS["Full"], zorder=3, label="Full")
+        _finish_axes(ax, cohort, "mean input tokens per context (Qwen tokens)")
+    return _png(fig, axes, ylabel)
+
+
+def _finish_axes(ax, cohort: str, xlabel: str) -> None:
+    ax.set_title(cohort)
+    ax.set_xlabel(xlabel)
+    ax.set_ylim(-0.02, 1.08)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+
+
+def _png(fig, axes, ylabel: str) -> bytes:
+    axes[0][0].set_ylabel(ylabel)
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png", dpi=_DPI)
+    plt.close(fig)
+    return buf.getvalue()

@@ -1,0 +1,152 @@
+"""One frozen record, two renderings: markdown for people, JSON (full precision) for programs.
+
+A record builder turns the runs of one topic into records (one per model); builders are
+registered by topic, so the wash benchmark is one more ``@BUILDERS.register("wash")`` beside
+the compaction one. Nothing in a record depends on the day it is exported: its date is the
+newest covered run's (UTC), so exporting the same runs again writes byte-identical files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from washexp.registry import Registry
+
+
+def show(value: Any) -> str:
+    """A cell for people: 3 decimals for floats, ``n/a`` for an absent value (never 0)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.0f}" if value.is_integer() and abs(value) >= 1000 else f"{value:.3f}"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    header: str
+    cell: Callable[[dict], str] | None = None
+    """How the markdown shows a row's value (default: ``show(row[key])``)."""
+
+    def render(self, row: dict) -> str:
+        return self.cell(row) if self.cell else show(row.get(self.key))
+
+
+@dataclass(frozen=True)
+class Table:
+    key: str
+    """The table's name in the JSON."""
+    title: str
+    columns: tuple[Column, ...]
+    rows: tuple[dict, ...]
+    """Full-precision values; the JSON keeps every key, the markdown shows ``columns``."""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Plot:
+    file: str
+    """File name beside the record."""
+    caption: str
+    png: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    platform: str
+    date: str
+    """YYYY-MM-DD (UTC) of the newest covered run."""
+    title: str
+    provenance: dict[str, Any]
+    notes: tuple[str, ...]
+    tables: tuple[Table, ...]
+    plots: tuple[Plot, ...] = ()
+    appendix: tuple[Table, ...] = ()
+    """Tables shown folded in the markdown (e.g. every run id)."""
+
+    @property
+    def stem(self) -> str:
+        return f"{self.topic}-{self.platform}-{self.date}"
+
+    def to_json(self) -> str:
+        body = {
+            "topic": self.topic, "platform": self.platform, "date": self.date, "title": self.title,
+            "provenance": self.provenance, "notes": list(self.notes),
+            "tables": {t.key: {"title": t.title, "note": t.note, "rows": list(t.rows)}
+                       for t in (*self.tables, *self.appendix)},
+            "plots": [{"file": p.file, "caption": p.caption} for p in self.plots],
+        }
+        return json.dumps(_finite(body), indent=1, ensure_ascii=False, sort_keys=False) + "\n"
+
+    def to_markdown(self) -> str:
+        out = [f"# {self.title}", ""]
+        if self.notes:  # the first note is the headline; the rest are the reading notes
+            out += [f"> {self.notes[0]}", ""] + [f"- {n}" for n in self.notes[1:]] + [""]
+        out += ["## Provenance", ""]
+        for key, val in self.provenance.items():
+            out += _provenance_lines(key, val)
+        out.append("")
+        for t in self.tables:
+            out += [f"## {t.title}", ""]
+            if t.note:
+                out += [t.note, ""]
+            out += _markdown_table(t) + [""]
+        for p in self.plots:
+            out += [f"![{p.caption}]({p.file})", "", f"*{p.caption}*", ""]
+        for t in self.appendix:
+            out += ["<details>", f"<summary>{t.title}</summary>", "", *(([t.note, ""]) if t.note else []),
+                    *_markdown_table(t), "", "</details>", ""]
+        return "\n".join(out).rstrip("\n") + "\n"
+
+    def write(self, out_dir: Path) -> list[Path]:
+        """Write ``<stem>.md``, ``<stem>.json`` and the plots; return the paths written."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths = [out_dir / f"{self.stem}.md", out_dir / f"{self.stem}.json"]
+        paths[0].write_text(self.to_markdown(), encoding="utf-8")
+        paths[1].write_text(self.to_json(), encoding="utf-8")
+        for p in self.plots:
+            (out_dir / p.file).write_bytes(p.png)
+            paths.append(out_dir / p.file)
+        return paths
+
+
+BUILDERS: Registry[Callable[..., list[Record]]] = Registry("record builder")
+"""topic -> ``builder(runs: DataFrame, options: ExportOptions) -> list[Record]``."""
+
+
+def _markdown_table(t: Table) -> list[str]:
+    if not t.rows:
+        return ["(none)"]
+    lines = ["| " + " | ".join(c.header for c in t.columns) + " |",
+             "|" + "|".join("---" for _ in t.columns) + "|"]
+    for row in t.rows:
+        lines.append("| " + " | ".join(c.render(row).replace("|", "\\|") for c in t.columns) + " |")
+    return lines
+
+
+def _provenance_lines(key: str, val: Any) -> list[str]:
+    if isinstance(val, dict):
+        return [f"- **{key}**:"] + [f"  - `{k}`: `{v}`" for k, v in val.items()]
+    if isinstance(val, list):
+        return [f"- **{key}**:"] + [f"  - `{v}`" for v in val]
+    return [f"- **{key}**: {val}"]
+
+
+def _finite(obj: Any) -> Any:
+    """JSON has no NaN: an absent value is null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj

@@ -1,0 +1,128 @@
+"""Runs from the tracking store as pandas tables, chosen the way a record needs them.
+
+All MLflow access goes through :mod:`washexp.tracking` (``search``); this module only filters
+and reshapes the DataFrame ``mlflow.search_runs`` returns.
+
+Which runs a record covers:
+
+- ``--model``, ``--sweep`` and ``--date`` filter the *arm* runs (a sweep's reused conditions keep
+  the sweep tag of the run that computed them, so conditions are found through their parent);
+- per arm (model, method, top-N, phase) the newest FINISHED arm run wins; an arm whose newest
+  run is unfinished is named in a note and left out;
+- its conditions are the condition runs whose parent is that arm run (newest per task).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from washexp.errors import WashexpError
+from washexp.tracking import search
+
+ARM_COLUMNS = {"tags.method": "method", "tags.topn": "topn", "tags.phase": "phase",
+               "tags.model": "model", "tags.sweep": "sweep", "tags.washexp.overrides": "overrides"}
+CONDITION_COLUMNS = {"tags.task": "task", "tags.cohort": "cohort",
+                     "tags.washexp.sha256.fixture": "fixture_sha256",
+                     "tags.mlflow.parentRunId": "arm_run_id"}
+
+
+def load_runs(uri: str, experiment: str) -> pd.DataFrame:
+    """Every run of ``experiment``; a missing experiment or an empty one is a user error."""
+    runs = search(uri, experiment)
+    if runs is None:
+        raise WashexpError(f"no experiment {experiment!r} in {uri}: run a sweep first (python run.py ...)")
+    if runs.empty:
+        raise WashexpError(f"experiment {experiment!r} in {uri} has no runs")
+    return runs
+
+
+def arm_label(method: str, topn: str) -> str:
+    return "Full" if method == "full" else f"{method} top{topn}"
+
+
+def arm_order(label: str) -> tuple:
+    """Full first, then S top0..N, then H top0..N."""
+    if label == "Full":
+        return (0, "", 0)
+    method, _, n = label.partition(" top")
+    return (1 if method == "S" else 2, method, int(n) if n.isdigit() else 0)
+
+
+@dataclass(frozen=True)
+class StudyRuns:
+    """The runs one record is built from."""
+
+    arms: pd.DataFrame
+    """One row per arm: label, method, topn, phase, model, sweep, overrides, run_id, metrics.*."""
+    conditions: pd.DataFrame
+    """One row per (arm, task): label, task, cohort, status, run_id, arm_run_id, metrics.*."""
+    notes: tuple[str, ...] = field(default=())
+    """Runs seen but left out, and why."""
+
+
+def select_arms(runs: pd.DataFrame, *, model: str | None = None, sweeps: tuple[str, ...] = (),
+                until: str | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """The newest finished arm run per (model, method, top-N, phase), after the filters."""
+    arms = runs[_tag(runs, "washexp.kind") == "arm"].copy()
+    if model is not None:
+        arms = arms[_tag(arms, "model") == model]
+    if sweeps:
+        sweep = _tag(arms, "sweep")
+        arms = arms[sweep.map(lambda s: any(s == w or s.endswith("/" + w) for w in sweeps))]
+    if until is not None:
+        arms = arms[arms["start_time"].dt.strftime("%Y-%m-%d") <= until]
+    arms = arms.rename(columns=ARM_COLUMNS)
+    arms["label"] = [arm_label(m, n) for m, n in zip(arms["method"], arms["topn"], strict=True)]
+    arms = arms.sort_values("start_time", ascending=False, kind="stable")
+    notes = []
+    chosen = []
+    for _, group in arms.groupby(["model", "label", "phase"], sort=True):
+        newest = group.iloc[0]
+        if newest["status"] != "FINISHED":
+            notes.append(f"{newest['label']} ({newest['phase']}): newest arm run {newest['run_id']} "
+                         f"is {newest['status']}, left out")
+            continue
+        chosen.append(newest)
+    if not chosen:
+        return arms.iloc[0:0], notes
+    out = pd.DataFrame(chosen)
+    out = out.iloc[sorted(range(len(out)), key=lambda i: (out["phase"].iloc[i], arm_order(out["label"].iloc[i])))]
+    return out.reset_index(drop=True), notes
+
+
+def conditions_of(runs: pd.DataFrame, arms: pd.DataFrame) -> pd.DataFrame:
+    """The condition runs under the chosen arm runs, newest per (arm, task)."""
+    cond = runs[_tag(runs, "washexp.kind") == "condition"].rename(columns=CONDITION_COLUMNS)
+    cond = cond[cond["arm_run_id"].isin(arms["run_id"])]
+    cond = cond.sort_values("start_time", ascending=False, kind="stable")
+    cond = cond.drop_duplicates(["arm_run_id", "task"], keep="first")
+    labels = dict(zip(arms["run_id"], arms["label"], strict=True))
+    cond = cond.assign(label=cond["arm_run_id"].map(labels))
+    return cond.sort_values(["task"], kind="stable").reset_index(drop=True)
+
+
+def study_runs(runs: pd.DataFrame, *, model: str | None = None, sweeps: tuple[str, ...] = (),
+               until: str | None = None) -> StudyRuns:
+    arms, notes = select_arms(runs, model=model, sweeps=sweeps, until=until)
+    if arms.empty:
+        raise WashexpError("no finished arm runs match the filters (model, sweep, date)")
+    return StudyRuns(arms, conditions_of(runs, arms), tuple(notes))
+
+
+def metric(frame: pd.DataFrame, name: str) -> pd.Series:
+    """``metrics.<name>`` or an all-NaN column when no run logged it."""
+    col = f"metrics.{name}"
+    return frame[col] if col in frame.columns else pd.Series(float("nan"), index=frame.index)
+
+
+def value(row: pd.Series, name: str) -> float | None:
+    """One run's metric as a float, None when absent (never 0)."""
+    v = row.get(f"metrics.{name}")
+    return None if v is None or pd.isna(v) else float(v)
+
+
+def _tag(frame: pd.DataFrame, name: str) -> pd.Series:
+    col = f"tags.{name}"
+    return frame[col] if col in frame.columns else pd.Series(None, index=frame.index, dtype=object)
