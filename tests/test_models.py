@@ -1,0 +1,160 @@
+"""The model path through the real ``openai`` client against the scripted local server:
+retries and backoff, one-line failures, bounded concurrency, the recorder, no secret on disk."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.openai_server import Script, serve
+from washexp.errors import ModelError
+from washexp.llm import parse_scores
+from washexp.models.base import ChatRequest, ChatResponse
+from washexp.models.openai_backend import OpenAIModel, api_key, safe_url
+from washexp.models.recorder import Recorder, request_key
+
+SECRET = "sk-test-SECRET-feedface0123456789"
+REQ = ChatRequest(({"role": "user", "content": "hello"},), 0.0, 16)
+
+
+@pytest.fixture
+def server():
+    script = Script()
+    with serve(script) as url:
+        yield script, url
+
+
+def _model(url: str, **kw) -> OpenAIModel:
+    return OpenAIModel("qwen-test", url, **{"timeout_s": 5.0, "backoff_s": 0.01, **kw})
+
+
+def test_429_then_ok_waits_for_retry_after(server):
+    script, url = server
+    script.forced.append("429:1")
+    start = time.monotonic()
+    assert _model(url).chat(REQ).text == "ok"
+    assert time.monotonic() - start >= 1.0  # the header, not the 0.01 s backoff
+    assert [r["forced"] for r in script.requests] == ["429:1", None]
+
+
+@pytest.mark.parametrize("behaviour", ["500", "drop", "hang:3"])
+def test_server_errors_drops_and_timeouts_are_retried(server, behaviour):
+    script, url = server
+    script.forced.append(behaviour)
+    response = _model(url, timeout_s=1.0).chat(REQ)
+    assert response == ChatResponse("ok", 1, 0, "stop")  # "hello" is 5 chars: 1 scripted token
+    assert script.count() == 2
+
+
+def test_a_400_fails_at_once_with_the_endpoints_message(server):
+    script, url = server
+    script.forced.extend(["400", "400"])
+    with pytest.raises(ModelError) as err:
+        _model(url).chat(REQ)
+    assert script.count() == 1
+    text = str(err.value)
+    assert "\n" not in text and "HTTP 400" in text and "does not accept that request" in text
+    assert url in text
+
+
+def test_giving_up_names_endpoint_and_last_error(server):
+    script, url = server
+    script.forced.extend(["500"] * 3)
+    with pytest.raises(ModelError, match=r"gave up after 3 attempts; last error: HTTP 500"):
+        _model(url, max_retries=2).chat(REQ)
+    assert script.count() == 3
+
+
+def test_requests_in_flight_never_exceed_max_concurrency(server):
+    script, url = server
+    script.latency = 0.1
+    model = _model(url, max_concurrency=3)
+    with ThreadPoolExecutor(12) as pool:
+        list(pool.map(lambda _: model.chat(REQ), range(12)))
+    assert script.peak == 3
+
+
+def test_key_rules(monkeypatch):
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    assert api_key("http://127.0.0.1:8000/v1", "NO_SUCH_KEY_VAR")  # a local server needs none
+    with pytest.raises(ModelError, match="set NO_SUCH_KEY_VAR"):
+        api_key("https://dashscope.example.com/v1", "NO_SUCH_KEY_VAR")
+    # Trap: a URL can carry credentials of its own; messages show it without them.
+    assert safe_url("https://user:pw@api.example.com:8443/v1?key=abc#x") == "https://api.example.com:8443/v1"
+
+
+def test_strict_replay_refuses_a_missing_key(tmp_path):
+    recorder = Recorder(None, "qwen-test", tmp_path, mode="strict")
+    with pytest.raises(ModelError, match=request_key("qwen-test", REQ)):
+        recorder.chat(REQ, "payment", "read")
+
+
+def test_auto_replays_what_is_recorded(server, tmp_path):
+    script, url = server
+    recorder = Recorder(_model(url), "qwen-test", tmp_path)
+    first = recorder.chat(REQ)
+    again = Recorder(None, "qwen-test", tmp_path, mode="strict").chat(REQ)
+    assert first == again and script.count() == 1
+    other = ChatRequest(REQ.messages, 0.0, 16, generation=1)  # another generation: another call
+    assert request_key("qwen-test", other) != request_key("qwen-test", REQ)
+
+
+class _Slow:
+    """A model that answers after a barrier, so two recorders race on one key."""
+
+    def __init__(self, text: str, barrier: threading.Barrier):
+        self.text, self.barrier = text, barrier
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        self.barrier.wait()
+        return ChatResponse(self.text, 1, 1, "stop")
+
+
+def test_racing_writers_leave_one_valid_winner(tmp_path):
+    barrier = threading.Barrier(2)
+    recorders = [Recorder(_Slow(t, barrier), "m", tmp_path) for t in ("first", "second")]
+    with ThreadPoolExecutor(2) as pool:
+        replies = list(pool.map(lambda r: r.chat(REQ), recorders))
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(files) == 1 and files[0].name == request_key("m", REQ) + ".json"  # no temp files
+    stored = json.loads(files[0].read_text())["response"]["text"]
+    assert replies[0].text == replies[1].text == stored  # the loser adopts the winner's answer
+
+
+def test_no_secret_in_recordings_or_errors(server, tmp_path, monkeypatch):
+    script, url = server
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    recorder = Recorder(_model(url), "qwen-test", tmp_path)
+    recorder.chat(REQ)
+    script.forced.append("400")
+    with pytest.raises(ModelError) as err:
+        recorder.chat(ChatRequest(REQ.messages, 0.0, 16, generation=2))
+    assert script.requests[0]["headers"]["Authorization"] == f"Bearer {SECRET}"
+    assert SECRET not in str(err.value)
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes() and b"Authorization" not in path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ('{"scores": [10, 90"', "not JSON"),
+        ('```json\n{"scores": [10, 90]}\n```', "not JSON"),  # a fence is not strict JSON
+        ('{"scores": [10]}', "1 scores for 2 units"),
+        ('{"scores": [10, true]}', "unit 2 is True"),  # Trap: bool is an int in Python
+        ('{"scores": [10, 101]}', "unit 2 is 101"),
+        ('{"ranking": [10, 90]}', 'not {"scores"'),
+    ],
+)
+def test_jev_ranking_is_parsed_strictly(reply, problem):
+    with pytest.raises(ValueError, match=problem):
+        parse_scores(reply, 2)
+
+
+def test_jev_ranking_accepts_exact_json():
+    assert parse_scores('{"scores": [0, 55.5]}', 2) == [0.0, 55.5]

@@ -1,0 +1,147 @@
+"""H through the real Hermes: ``agent.context_compressor.ContextCompressor._generate_summary``
+from the installed ``hermes-agent`` package (``method.h_impl=hermes``; the default H with an LLM
+backend).
+
+What is Hermes' own and what is the study's:
+
+- Hermes builds the prompt (preamble, template, focus topic), serializes and redacts the turns,
+  sends one user message and prefixes the reply; its static ``_strip_summary_prefix`` removes
+  that prefix again before the body enters the ``Summary:`` carrier shared with S.
+- Its LLM call (the module-level ``call_llm``) is routed to the washexp model, through the
+  recorder like every other call. The route is per thread, so compressors run in parallel;
+  calls outside a study compressor still reach the original ``call_llm``.
+- A fresh compressor per attempt (so per task and generation): no iterative-update prompt from
+  a previous summary, no failure cooldown carried over.
+- The study's small budget through a subclass: ``_compute_summary_budget`` returns the
+  attempt's target (the per-task allowance, then 0.8x per retry, at most three attempts,
+  measured in Qwen tokens as in ``compaction.hermes``), and the study's word limit is appended
+  to the prompt Hermes built.
+- The prompt's date is frozen when the installed version has a date line
+  (``_today_for_prompt``); 0.16.0 has none.
+- An exception from the model (an unreachable endpoint) is re-raised: Hermes would swallow it
+  and return None, which must not pass for an invalid checkpoint.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import threading
+from collections.abc import Callable
+from types import SimpleNamespace
+
+from washexp.compaction import hermes
+from washexp.tokens import count
+
+CONTEXT_LENGTH = 131_072
+"""Passed as ``config_context_length`` so Hermes never probes an endpoint for it."""
+FROZEN_DATE = "2026-01-01"
+LENGTH_LIMIT = ("\n\nLength limit: at most {words} words in total. Sections that are not "
+                "essential may be left out entirely, but always keep the task section and "
+                "## Critical Context.")
+
+Chat = Callable[[list[dict], int | None], str]
+"""(messages, max_tokens) -> reply text: the washexp model, as H's route sees it."""
+
+_route = threading.local()
+_install_lock = threading.Lock()
+
+
+def version() -> str | None:
+    """The installed hermes-agent version, or None when it is not installed."""
+    try:
+        return importlib.metadata.version("hermes-agent")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def protocol() -> str:
+    return f"hermes-agent=={version()} ContextCompressor._generate_summary (study budget)"
+
+
+def _install() -> None:
+    """Route ``call_llm`` in Hermes' compressor module through the calling thread's route."""
+    import agent.context_compressor as cc
+
+    with _install_lock:
+        if getattr(cc.call_llm, "_washexp_route", False):
+            return
+        original = cc.call_llm
+
+        def call_llm(*args, **kwargs):
+            route = getattr(_route, "fn", None)
+            return route(**kwargs) if route else original(*args, **kwargs)
+
+        call_llm._washexp_route = True
+        cc.call_llm = call_llm
+        if hasattr(cc, "_today_for_prompt"):
+            cc._today_for_prompt = lambda *a, **k: FROZEN_DATE
+
+
+def _compressor(chat: Chat, model_name: str, target: int, words: int):
+    from agent.context_compressor import ContextCompressor
+
+    class StudyCompressor(ContextCompressor):
+        """Hermes' compressor with the study's small budget and word limit."""
+
+        error: BaseException | None = None
+
+        def _compute_summary_budget(self, turns_to_summarize):
+            return target
+
+        def route(self, *, messages, max_tokens=None, **_runtime):
+            # ``_runtime``: Hermes' provider routing (task, main_runtime, model) has no use here.
+            *head, last = messages
+            prompt = last["content"] + LENGTH_LIMIT.format(words=words)
+            try:
+                text = chat([*head, {**last, "content": prompt}], max_tokens)
+            except BaseException as err:  # Hermes swallows it; we re-raise it after
+                self.error = err
+                raise
+            message = SimpleNamespace(content=text, reasoning_content=None)
+            return SimpleNamespace(choices=[SimpleNamespace(message=message, finish_reason="stop")])
+
+    return StudyCompressor(model=model_name, quiet_mode=True, config_context_length=CONTEXT_LENGTH)
+
+
+def summarize_once(turns: list[dict], focus: str, target: int, words: int, chat: Chat,
+                   model_name: str) -> str | None:
+    """One call of the real ``_generate_summary``: the body with Hermes' prefix stripped by
+    Hermes' own helper, or None when Hermes returned no summary."""
+    from agent.context_compressor import ContextCompressor
+
+    _install()
+    compressor = _compressor(chat, model_name, target, words)
+    _route.fn = compressor.route
+    try:
+        summary = compressor._generate_summary(turns, focus_topic=focus or None)
+    finally:
+        _route.fn = None
+    if compressor.error is not None:
+        raise compressor.error
+    if summary is None:
+        return None
+    return ContextCompressor._strip_summary_prefix(summary).strip()
+
+
+def generate_checkpoint(turns: list[dict], focus: str, allowance: int, chat: Chat,
+                        model_name: str, attempts: int = 3, shrink: float = 0.8) -> hermes.Checkpoint:
+    """The study's length-checked attempts around the real method (see the module doc)."""
+    record: list[hermes.Attempt] = []
+    last_body, last_tokens = None, None
+    for k in range(attempts):
+        target = hermes.attempt_target(allowance, k, shrink)
+        body = summarize_once(turns, focus, target, hermes.word_limit(target), chat, model_name)
+        if not body:
+            record.append(hermes.Attempt(target, None, "empty", "Hermes returned no summary"))
+            continue
+        last_body, last_tokens = body, count(body)
+        if last_tokens <= allowance:
+            record.append(hermes.Attempt(target, last_tokens, "ok", f"{last_tokens} <= {allowance}"))
+            return hermes.Checkpoint(body, True, None, tuple(record), body)
+        record.append(hermes.Attempt(target, last_tokens, "over_allowance",
+                                     f"{last_tokens} tokens > allowance {allowance}"))
+    if last_tokens is None:
+        failure = f"H (Hermes) returned no summary on all {attempts} attempts"
+    else:
+        failure = f"H (Hermes) body {last_tokens} tokens > allowance {allowance} after {attempts} attempts"
+    return hermes.Checkpoint(None, False, failure, tuple(record), last_body)

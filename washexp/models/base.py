@@ -1,0 +1,34 @@
+"""The one-method ``Model`` protocol and the small values it takes and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat-completions call, everything that decides its answer (no endpoint, no key)."""
+
+    messages: tuple[dict[str, Any], ...]
+    temperature: float
+    max_tokens: int | None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    generation: int = 0
+    """Which independent generation (S/H/Jev/reader) the call belongs to; part of its identity."""
+    answer: int = 0
+    """Which answer of a context (the reader's two draws at temperature 0 are two calls)."""
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    text: str
+    prompt_tokens: int | None
+    """Input tokens as the endpoint counted them (None when it reports no usage)."""
+    completion_tokens: int | None
+    finish_reason: str | None
+
+
+@runtime_checkable
+class Model(Protocol):
+    def chat(self, request: ChatRequest) -> ChatResponse: ...

@@ -1,0 +1,135 @@
+"""``OpenAIModel``: any OpenAI-compatible chat-completions endpoint through the official client.
+
+The client's own retries are off; this module retries, so the policy is one visible loop:
+
+- 429, 5xx, timeouts and connection errors are retried with exponential backoff and full
+  jitter (``backoff_s * 2**attempt``, capped), a ``Retry-After`` header taking precedence;
+- any other 4xx fails at once: the endpoint said no, asking again will not change that;
+- every failure ends in a one-line :class:`~washexp.errors.ModelError` naming the endpoint
+  (with any credentials in the URL removed) and the last error. The key never appears.
+
+At most ``max_concurrency`` requests are in flight at once, however many threads call.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import os
+import random
+import threading
+import time
+from urllib.parse import urlsplit, urlunsplit
+
+import openai
+
+from washexp.errors import ModelError
+from washexp.models.base import ChatRequest, ChatResponse
+
+log = logging.getLogger("washexp")
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+PLACEHOLDER_KEY = "not-needed-for-a-local-endpoint"
+BACKOFF_CAP_S = 60.0
+
+
+def safe_url(url: str) -> str:
+    """``url`` without user info, query or fragment (what an error message may show)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def api_key(base_url: str, env_name: str) -> str:
+    """The key from ``$env_name``; a placeholder is fine for a local endpoint only."""
+    key = os.environ.get(env_name)
+    if key:
+        return key
+    if urlsplit(base_url).hostname in LOCAL_HOSTS:
+        return PLACEHOLDER_KEY
+    raise ModelError(f"set {env_name} to the API key of {safe_url(base_url)} "
+                     f"(or point model.api_key_env at the variable that holds it)")
+
+
+def retry_after(err: openai.APIStatusError) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date), if any."""
+    value = err.response.headers.get("retry-after") if err.response is not None else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value)
+        return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+def _message(err: openai.APIStatusError) -> str:
+    body = err.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        text = inner.get("message") if isinstance(inner, dict) else inner
+        if text:
+            return " ".join(str(text).split())
+    return " ".join(str(err.message or err).split())
+
+
+class OpenAIModel:
+    """A served chat model: ``chat(request) -> response``, retried and bounded."""
+
+    def __init__(self, name: str, base_url: str, api_key_env: str = "OPENAI_API_KEY",
+                 timeout_s: float = 120.0, max_retries: int = 5, max_concurrency: int = 8,
+                 backoff_s: float = 1.0):
+        if not base_url:
+            raise ModelError("model.base_url is not set (e.g. model.base_url=http://127.0.0.1:8000/v1)")
+        self.name, self.endpoint = name, safe_url(base_url)
+        self.max_retries, self.backoff_s = max_retries, backoff_s
+        self._slots = threading.BoundedSemaphore(max(1, max_concurrency))
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key(base_url, api_key_env),
+                                     timeout=timeout_s, max_retries=0)
+
+    def chat(self, request: ChatRequest) -> ChatResponse:
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            try:
+                with self._slots:
+                    return self._once(request)
+            except openai.APIStatusError as err:
+                last = f"HTTP {err.status_code}: {_message(err)}"
+                if err.status_code != 429 and err.status_code < 500:
+                    raise ModelError(f"{self.endpoint} refused the request ({last})") from None
+                wait = retry_after(err)
+            except openai.APITimeoutError:
+                last, wait = "timed out", None
+            except openai.APIConnectionError as err:
+                last, wait = f"connection failed ({type(err.__cause__ or err).__name__})", None
+            if attempt == self.max_retries:
+                break
+            if wait is None:
+                wait = random.uniform(0, min(BACKOFF_CAP_S, self.backoff_s * 2**attempt))
+            log.warning("%s: %s; retry %d/%d in %.1fs", self.endpoint, last, attempt + 1,
+                        self.max_retries, wait)
+            time.sleep(min(wait, BACKOFF_CAP_S))
+        raise ModelError(f"{self.endpoint}: gave up after {self.max_retries + 1} attempts; "
+                         f"last error: {last}")
+
+    def _once(self, request: ChatRequest) -> ChatResponse:
+        params = {"model": self.name, "messages": list(request.messages),
+                  "temperature": request.temperature}
+        if request.max_tokens is not None:
+            params["max_tokens"] = request.max_tokens
+        if request.extra_body:
+            params["extra_body"] = dict(request.extra_body)
+        completion = self._client.chat.completions.create(**params)
+        if not completion.choices:
+            raise ModelError(f"{self.endpoint}: the response has no choices")
+        choice = completion.choices[0]
+        usage = completion.usage
+        return ChatResponse(
+            text=choice.message.content or "",
+            prompt_tokens=usage.prompt_tokens if usage else None,
+            completion_tokens=usage.completion_tokens if usage else None,
+            finish_reason=choice.finish_reason,
+        )

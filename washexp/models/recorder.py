@@ -1,0 +1,128 @@
+"""The recorder: every request and its response, content-addressed, replayable offline.
+
+A request's key is the sha256 of the canonical JSON (sorted keys, no spaces) of the model name,
+messages, temperature, max_tokens, extra body, generation and answer index. Its record lives at
+``<dir>/<key[:2]>/<key>.json``; it holds the request and the response, never a key, header or
+endpoint. A record is written to a temporary file in the same folder and then linked into place,
+so a crash leaves no half file, and when two writers race on one key the first link wins and the
+other adopts the winner's response (every caller of a key sees the same answer).
+
+Modes: ``auto`` replays what is recorded and calls the model for the rest; ``strict`` never
+calls out and fails with the missing key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections import defaultdict
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from washexp import PROJECT_ROOT
+from washexp.errors import ConfigError, ModelError
+from washexp.hashing import sha256_bytes
+from washexp.models.base import ChatRequest, ChatResponse, Model
+
+MODES = ("auto", "strict")
+DEFAULT_DIR = PROJECT_ROOT / "mlruns" / "recordings"
+
+
+def canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def request_key(model_name: str, request: ChatRequest) -> str:
+    return sha256_bytes(canonical({"model": model_name, **_request_dict(request)}))
+
+
+def _request_dict(request: ChatRequest) -> dict[str, Any]:
+    return {"messages": list(request.messages), "temperature": request.temperature,
+            "max_tokens": request.max_tokens, "extra_body": request.extra_body,
+            "generation": request.generation, "answer": request.answer}
+
+
+class Recorder:
+    """A ``Model`` that answers from recordings first (``mode=auto``) or only (``strict``).
+
+    ``model`` may be None in strict mode: nothing will be called.
+    """
+
+    def __init__(self, model: Model | None, model_name: str, directory: str | Path | None = None,
+                 mode: str = "auto"):
+        if mode not in MODES:
+            raise ConfigError(f"model.replay={mode!r}: expected one of {', '.join(MODES)}")
+        self.model, self.model_name, self.mode = model, model_name, mode
+        self.dir = Path(directory) if directory else DEFAULT_DIR
+        if not self.dir.is_absolute():
+            self.dir = PROJECT_ROOT / self.dir
+        self._lock = threading.Lock()
+        self.calls = 0
+        """Requests sent to the model by this recorder."""
+        self.hits = 0
+        """Requests answered from a recording."""
+        self._index: dict[str, dict[str, str]] = defaultdict(dict)  # task -> key -> role
+        self._seen: dict[str, dict] = {}  # key -> record, for records this process has used
+
+    def path(self, key: str) -> Path:
+        return self.dir / key[:2] / f"{key}.json"
+
+    def chat(self, request: ChatRequest, task_id: str | None = None, role: str = "") -> ChatResponse:
+        key = request_key(self.model_name, request)
+        record = self.load(key)
+        if record is None:
+            if self.mode == "strict" or self.model is None:
+                raise ModelError(f"model.replay=strict: no recording for request {key} "
+                                 f"({role or 'call'}{f' of task {task_id}' if task_id else ''}) "
+                                 f"in {self.dir}")
+            response = self.model.chat(request)
+            record = self._write(key, {"key": key, "model": self.model_name, "role": role,
+                                       "request": _request_dict(request),
+                                       "response": asdict(response)})
+            counter = "calls"
+        else:
+            counter = "hits"
+        with self._lock:
+            setattr(self, counter, getattr(self, counter) + 1)
+            if task_id is not None:
+                self._index[task_id][key] = role
+                self._seen[key] = record
+        return ChatResponse(**record["response"])
+
+    def load(self, key: str) -> dict | None:
+        if key in self._seen:  # a record never changes once written
+            return self._seen[key]
+        try:
+            return json.loads(self.path(key).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+
+    def records(self, task_id: str, roles: set[str] | None = None) -> dict[str, dict]:
+        """The records this recorder made or replayed for ``task_id`` (key -> record)."""
+        with self._lock:
+            keys = [k for k, r in self._index.get(task_id, {}).items() if roles is None or r in roles]
+        return {k: rec for k in sorted(keys) if (rec := self.load(k)) is not None}
+
+    def _write(self, key: str, record: dict) -> dict:
+        target = self.path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps(record, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}-", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, target)  # atomic and never clobbers: the first writer wins
+            except FileExistsError:
+                return self.load(key) or record
+            except OSError:  # a filesystem without hard links: atomic, last writer wins
+                os.replace(tmp, target)
+            return record
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
