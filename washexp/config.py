@@ -41,6 +41,7 @@ class ModelConfig:
     extra_body: dict[str, Any] = field(default_factory=dict)
     replay: str = "auto"
     """``auto``: reuse recorded responses, call for the rest; ``strict``: never call out."""
+    recordings: str | None = None
 
 
 @dataclass

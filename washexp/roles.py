@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from washexp.compaction.hermes import Writer
+from washexp.compaction.hermes import Checkpoint, Writer
 from washexp.fixtures.compaction import Unit
 from washexp.registry import Registry
 
@@ -65,6 +65,12 @@ class Roles:
     read: Callable[[ReadJob], Reply] | None = None
     concurrency: int = 1
     """How many conditions may compute at once (an endpoint's parallelism; 1 offline)."""
+    records: Callable[[str, str, list[tuple[dict, ...]]], dict[str, dict]] | None = None
+    """(task id, method, the condition's contexts) -> the recorded requests/responses behind
+    that condition (key -> record), logged as its ``requests/<key>.json`` artifacts."""
+    hermes_checkpoint: Callable[[str, int, list[dict], str, int], Checkpoint] | None = None
+    """The real Hermes H (task id, generation, turns, focus, allowance), when the backend has
+    one (``method.h_impl=hermes``; ``auto`` picks it when present)."""
 
 
 BACKENDS: Registry[Roles] = Registry("model backend")
@@ -73,6 +79,7 @@ BACKENDS: Registry[Roles] = Registry("model backend")
 
 def roles_for(model) -> Roles:
     """The roles of ``model.backend``, built from the model config."""
+    import washexp.llm  # noqa: F401  (registers the openai backend)
     import washexp.reference  # noqa: F401  (registers the reference backend)
 
     return BACKENDS.get(model.backend)(model)

@@ -56,8 +56,14 @@ class Run:
 
     def finish(self, metrics: dict[str, float], artifacts: dict[str, str | bytes],
                manifest_extra: dict[str, dict[str, str]] | None = None,
-               tags: dict[str, str] | None = None) -> None:
+               tags: dict[str, str] | None = None,
+               tables: dict[str, Any] | None = None) -> None:
+        """``tables``: artifact file (``*.json``) -> DataFrame or column dict, stored as MLflow
+        tables (``mlflow.load_table(file, extra_columns=["run_id"])`` gathers one across runs)."""
         if self._tracker:
+            artifacts = {**artifacts, **{f: _table_json(d) for f, d in (tables or {}).items()}}
+            if tables:
+                tags = {**(tags or {}), **_table_tag(tables)}
             self._tracker._close(self.run_id, metrics, artifacts, manifest_extra or {}, tags or {}, "FINISHED")
 
     def fail(self, error: BaseException) -> None:
@@ -180,6 +186,48 @@ def git_commit(root: Path = PROJECT_ROOT) -> str | None:
         return ref
     except OSError:
         return None
+
+
+def _table_json(data: Any) -> str:
+    """A table in the layout ``MlflowClient.log_table`` writes (pandas ``split``, no index)."""
+    import pandas as pd
+
+    frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
+    return frame.to_json(orient="split", index=False, date_format="iso")
+
+
+def _table_tag(tables: dict[str, Any]) -> dict[str, str]:
+    """The tag by which ``mlflow.load_table`` finds a run's tables (what ``log_table`` sets).
+    Written with the other artifacts so the tables are in the run's manifest too."""
+    from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
+
+    return {MLFLOW_LOGGED_ARTIFACTS: json.dumps([{"path": f, "type": "table"} for f in sorted(tables)])}
+
+
+# Read side (the exporter and ``washexp ui``): plain lookups, no run is created or changed.
+
+def experiment_id(uri: str, name: str) -> str | None:
+    """The id of experiment ``name`` in the store at ``uri``, or None if it has none."""
+    from mlflow.tracking import MlflowClient
+
+    with quiet_mlflow():
+        found = MlflowClient(uri).get_experiment_by_name(name)
+    return found.experiment_id if found else None
+
+
+def search(uri: str, experiment: str, filter_string: str = ""):
+    """Every run of ``experiment`` as a pandas DataFrame (``mlflow.search_runs``: columns
+    ``run_id, status, start_time, end_time, metrics.*, params.*, tags.*``); None if the
+    experiment does not exist."""
+    import mlflow
+
+    exp_id = experiment_id(uri, experiment)
+    if exp_id is None:
+        return None
+    mlflow.set_tracking_uri(uri)
+    with quiet_mlflow():
+        return mlflow.search_runs([exp_id], filter_string=filter_string, output_format="pandas",
+                                  max_results=100_000)
 
 
 def _param_value(value: Any) -> str:

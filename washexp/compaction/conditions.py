@@ -9,17 +9,20 @@ across processes as well).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from functools import cache
 from typing import Any
 
 from washexp.compaction import budget, hermes
 from washexp.compaction.aggregate import mean, task_score
 from washexp.compaction.context import (
-    Context, evidence_tokens, full_context, fused_context, protected_tokens,
+    Context, evidence_tokens, full_context, fused_context, protected_tokens, to_wire,
 )
 from washexp.compaction.grading import grade
 from washexp.compaction.jev import rank, top_n
 from washexp.compaction.retention import retained_fields, retention
+from washexp.errors import ConfigError
 from washexp.fixtures.compaction import Task
 from washexp.roles import RankJob, ReadJob, Roles, SummaryJob
 from washexp.tokens import count
@@ -58,7 +61,8 @@ class Frozen:
 
     s_summary: str
     scores: list[float]
-    h: hermes.Checkpoint | None = None
+    h: dict[str, hermes.Checkpoint] = field(default_factory=dict)
+    """H by implementation (``native`` or ``hermes``)."""
 
 
 _memo: dict[tuple, Any] = {}
@@ -75,12 +79,28 @@ def _frozen(task: Task, roles: Roles, generation: int, allowance: int) -> Frozen
     return _memo[key]
 
 
-def _checkpoint(task: Task, roles: Roles, generation: int, frozen: Frozen, allowance: int) -> hermes.Checkpoint:
-    if frozen.h is None:
+def h_impl_for(roles: Roles, requested: str) -> str:
+    """``method.h_impl`` resolved: ``auto`` is the real Hermes when the backend has it."""
+    if requested == "auto":
+        return "hermes" if roles.hermes_checkpoint else "native"
+    if requested not in ("native", "hermes"):
+        raise ConfigError(f"method.h_impl={requested!r}: expected auto, native or hermes")
+    if requested == "hermes" and roles.hermes_checkpoint is None:
+        raise ConfigError("method.h_impl=hermes needs an LLM backend (model=openai) and hermes-agent")
+    return requested
+
+
+def _checkpoint(task: Task, roles: Roles, generation: int, frozen: Frozen, allowance: int,
+                impl: str = "native") -> hermes.Checkpoint:
+    if impl not in frozen.h:
         # H sees only the pre-final evidence history, with the original task as its focus.
-        writer = roles.checkpoint_writer(task.id, generation)
-        frozen.h = hermes.generate_checkpoint(list(task.history), task.query, allowance, writer)
-    return frozen.h
+        if impl == "hermes":
+            turns = [to_wire(m) for m in task.history]
+            frozen.h[impl] = roles.hermes_checkpoint(task.id, generation, turns, task.query, allowance)
+        else:
+            writer = roles.checkpoint_writer(task.id, generation)
+            frozen.h[impl] = hermes.generate_checkpoint(list(task.history), task.query, allowance, writer)
+    return frozen.h[impl]
 
 
 def task_sizes(task: Task, roles: Roles, generations: int) -> Sizes:
@@ -105,14 +125,14 @@ class Outcome:
     summary: str | None
 
 
-def _outcome(task: Task, arm: Arm, roles: Roles, g: int, sizes: Sizes) -> Outcome:
+def _outcome(task: Task, arm: Arm, roles: Roles, g: int, sizes: Sizes, impl: str = "native") -> Outcome:
     if arm.method == "full":
         return Outcome(full_context(task), None, None)
     frozen = _frozen(task, roles, g, sizes.allowance)
     selected = top_n(frozen.scores, arm.topn)
     if arm.method == "S":  # S is never filtered: whether it shrinks is reported, not enforced
         return Outcome(fused_context(task, frozen.s_summary, selected), None, frozen.s_summary)
-    cp = _checkpoint(task, roles, g, frozen, sizes.allowance)
+    cp = _checkpoint(task, roles, g, frozen, sizes.allowance, impl)
     if not cp.valid:
         return Outcome(None, cp.failure, cp.last_body)
     alone = fused_context(task, cp.body, [])
@@ -123,50 +143,75 @@ def _outcome(task: Task, arm: Arm, roles: Roles, g: int, sizes: Sizes) -> Outcom
     return Outcome(fused_context(task, cp.body, selected), None, cp.body)
 
 
-def run_condition(task: Task, arm: Arm, roles: Roles, generations: int,
-                  answers: int) -> tuple[dict[str, float], dict[str, str]]:
-    """Metrics and artifacts of one condition. An invalid generation scores 0 and stays in."""
+@cache
+def _reader_pool(workers: int) -> ThreadPoolExecutor:
+    """Reader calls of every condition share one bounded pool, so an endpoint stays busy while
+    a condition waits on its answers (the model itself bounds requests in flight)."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="washexp-read")
+
+
+def run_condition(task: Task, arm: Arm, roles: Roles, generations: int, answers: int,
+                  h_impl: str = "auto") -> tuple[dict[str, float], dict[str, str], dict[str, list[dict]]]:
+    """Metrics, artifacts and MLflow tables of one condition. An invalid generation scores 0
+    and stays in. Tables: ``retention.json`` (one row per generation and field, always) and
+    ``grades.json`` (one row per answer and field, when a reader exists)."""
+    impl = h_impl_for(roles, h_impl) if arm.method == "H" else "native"
     sizes = task_sizes(task, roles, generations)
     artifacts: dict[str, str] = {"sizes.json": _json(asdict(sizes))}
+    where = {"task": task.id, "method": arm.method, "topn": arm.topn}
+    retention_rows: list[dict] = []
+    grade_rows: list[dict] = []
     ret, ret_all, acc, correct, tokens, api_tokens, valid, kept = [], [], [], [], [], [], [], []
+    pending: dict[int, list] = {}  # generation -> reader futures, collected below in order
     for g in range(generations):
-        out = _outcome(task, arm, roles, g, sizes)
+        out = _outcome(task, arm, roles, g, sizes, impl)
         if out.summary is not None:
             artifacts[f"summary/g{g}.txt"] = out.summary
         if arm.method != "full":
             frozen = _frozen(task, roles, g, sizes.allowance)
             artifacts[f"ranking/g{g}.json"] = _json(_ranking(task, frozen.scores, arm.topn))
             if arm.method == "H":
-                artifacts[f"summary/g{g}.checkpoint.json"] = _json(_checkpoint_record(frozen.h))
+                artifacts[f"summary/g{g}.checkpoint.json"] = _json(
+                    _checkpoint_record(frozen.h.get(impl), impl, roles.spec))
         valid.append(out.context is not None)
+        missing = retained_fields(task, out.context.evidence_text) if out.context else dict(task.needles)
+        retention_rows += [{**where, "generation": g, "field": f, "valid": out.context is not None,
+                            "retained": out.context is not None and not m, "missing": list(m)}
+                           for f, m in missing.items()]
         if out.context is None:
             ret.append(0.0)
             ret_all.append(0.0)
-            if roles.read:
-                acc.append([0.0] * answers)
-                correct.append([0.0] * answers)
             continue
         ctx = out.context
         artifacts[f"contexts/g{g}.json"] = _json(list(ctx.messages))
-        missing = retained_fields(task, ctx.evidence_text)
         artifacts[f"retention/g{g}.json"] = _json(missing)
         ret.append(retention(missing))
         ret_all.append(float(not any(missing.values())))
         tokens.append(ctx.input_tokens)
         kept.append(len(ctx.units))
         if roles.read:
-            grades, replies = [], []
-            for a in range(answers):
-                reply = roles.read(ReadJob(task.id, ctx.messages, g, a))
-                replies.append(asdict(reply))
-                grades.append(grade(task, reply.text))
-                if reply.prompt_tokens is not None:
-                    api_tokens.append(reply.prompt_tokens)
-            artifacts[f"answers/g{g}.json"] = _json(
-                [{**r, "fields": gr.fields, "malformed": gr.malformed} for r, gr in zip(replies, grades, strict=True)]
-            )
-            acc.append([gr.score for gr in grades])
-            correct.append([float(gr.all_correct) for gr in grades])
+            pool = _reader_pool(max(1, roles.concurrency))
+            pending[g] = [pool.submit(roles.read, ReadJob(task.id, ctx.messages, g, a))
+                          for a in range(answers)]
+    for g in range(generations) if roles.read else ():
+        if g not in pending:  # an invalid context: every answer scores 0
+            acc.append([0.0] * answers)
+            correct.append([0.0] * answers)
+            continue
+        grades, replies = [], []
+        for a, future in enumerate(pending[g]):
+            reply = future.result()
+            replies.append(asdict(reply))
+            grades.append(grade(task, reply.text))
+            grade_rows += [{**where, "generation": g, "answer": a, "field": f, "correct": ok,
+                            "malformed": grades[-1].malformed} for f, ok in grades[-1].fields.items()]
+            if reply.prompt_tokens is not None:
+                api_tokens.append(reply.prompt_tokens)
+        artifacts[f"answers/g{g}.json"] = _json(
+            [{**r, "fields": gr.fields, "malformed": gr.malformed} for r, gr in zip(replies, grades, strict=True)]
+        )
+        acc.append([gr.score for gr in grades])
+        correct.append([float(gr.all_correct) for gr in grades])
     metrics = {
         "retention": mean(ret),
         "retention_all_fields": mean(ret_all),
@@ -189,7 +234,13 @@ def run_condition(task: Task, arm: Arm, roles: Roles, generations: int,
         metrics["fact_accuracy"] = task_score(acc)
         metrics["all_fields_correct"] = task_score(correct)
         metrics["api_input_tokens"] = mean(api_tokens)
-    return {k: v for k, v in metrics.items() if v is not None}, artifacts
+    if roles.records:
+        contexts = [json.loads(artifacts[f"contexts/g{g}.json"]) for g in range(generations)
+                    if f"contexts/g{g}.json" in artifacts]
+        for key, record in roles.records(task.id, arm.method, contexts).items():
+            artifacts[f"requests/{key}.json"] = _json(record)
+    tables = {"retention.json": retention_rows, **({"grades.json": grade_rows} if roles.read else {})}
+    return {k: v for k, v in metrics.items() if v is not None}, artifacts, tables
 
 
 def _ranking(task: Task, scores: list[float], n: int | None) -> dict:
@@ -202,10 +253,13 @@ def _ranking(task: Task, scores: list[float], n: int | None) -> dict:
     }
 
 
-def _checkpoint_record(cp: hermes.Checkpoint | None) -> dict:
+def _checkpoint_record(cp: hermes.Checkpoint | None, impl: str = "native",
+                       spec: dict | None = None) -> dict:
     if cp is None:
         return {}
-    return {"protocol": hermes.PROTOCOL, "valid": cp.valid, "failure": cp.failure,
+    protocol = hermes.PROTOCOL if impl == "native" else (
+        f"hermes-agent=={(spec or {}).get('hermes_agent')} ContextCompressor._generate_summary")
+    return {"impl": impl, "protocol": protocol, "valid": cp.valid, "failure": cp.failure,
             "attempts": [asdict(a) for a in cp.attempts]}
 
 

@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from washexp import extractive
 from washexp.tokens import count
 
 PROTOCOL = "hermes-checkpoint/legacy-tail@washexp-1"
@@ -441,45 +442,25 @@ def generate_checkpoint(turns: list[dict], focus: str, allowance: int, writer: W
 
 # --- the deterministic reference writer ------------------------------------------------------
 _BLOCK = re.compile(r"^\[(TOOL RESULT [^\]\n]*|[A-Z]+)\]: ?")
-_STRUCTURED = re.compile(
-    r"\b[A-Z][A-Z0-9]*-\d+\b"  # ids: PAY-4827
-    r"|\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)?"
-    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"  # IPv4[:port]
-    r"|\bv?\d+(?:\.\d+){1,3}\b"  # versions
-    r"|(?:~|\.{1,2})?/[\w.-]+(?:/[\w.-]+)*|\b[\w-]+(?:/[\w.-]+)+"  # paths
-    r"|\b[\w.-]+\s*[=:]\s*[^\s,;]+"  # key = value, key: value
-    r"|\"[^\"\n]{1,80}\"|'[^'\n]{1,80}'"  # quoted strings
-    r"|\b\d+(?:\.\d+)?%?")  # numbers
-_WORD = re.compile(r"[a-z0-9][\w.:/-]*[a-z0-9]|[a-z0-9]")
-_STOP = frozenset((
-    "the", "and", "for", "with", "from", "that", "this", "what", "which", "where", "when", "who",
-    "how", "was", "were", "are", "has", "have", "had", "its", "into", "your", "you", "our", "all",
-    "any", "tell", "find"))
-_LINE_NO = re.compile(r"^\s*\d+\|")
-FOCUS_WEIGHT = 2  # a focus word counts twice a structured token
 
 
-def _words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _STOP}
-
-
-def _candidates(serialized: str, focus: str) -> list[tuple[int, int, str]]:
-    """(score, position, line) for every scored line; tool-result lines when there are any."""
-    focus_words, seen = _words(focus), set()
-    found: dict[bool, list[tuple[int, int, str]]] = {True: [], False: []}
+def _candidates(serialized: str, focus: str) -> list[extractive.Line]:
+    """Every scored line; the tool-result lines when there are any."""
+    focus_words, seen = extractive.words(focus), set()
+    found: dict[bool, list[extractive.Line]] = {True: [], False: []}
     in_tool, lines = False, serialized.split("\n")
     for pos, raw in enumerate(lines):
         m = _BLOCK.match(raw) if pos == 0 or not lines[pos - 1] else None  # messages: "\n\n"
         if m:
             in_tool, raw = m.group(1).startswith("TOOL RESULT"), raw[m.end():]
-        line = " ".join(_LINE_NO.sub("", raw).split())
+        line = extractive.clean(raw)
         if (not line or line in seen or line == TRUNCATION_MARKER.strip()
                 or line.startswith("...[summary input") or _USER_ASKED.search(line)):
             continue  # markers, repeats, and quoted attribution that would fail provenance
         seen.add(line)
-        score = len(_STRUCTURED.findall(line)) + FOCUS_WEIGHT * len(focus_words & _words(line))
-        if score:
-            found[in_tool].append((score, pos, line))
+        points = extractive.score(line, focus_words)
+        if points:
+            found[in_tool].append(extractive.Line(points, pos, line))
     return found[True] or found[False]
 
 
@@ -492,16 +473,9 @@ def reference_writer(request: CheckpointRequest) -> str:
                 else "Not reconstructed by the reference writer.")
     head = f"{SNAPSHOT_HEADING}\n{snapshot}\n\n## Critical Context"
 
-    def render(chosen: list[tuple[int, int, str]]) -> str:
-        return head + "".join(f"\n- {line}" for _, _, line in sorted(chosen, key=lambda c: c[1]))
+    def render(chosen: list[extractive.Line]) -> str:
+        return head + "".join(f"\n- {c.text}" for c in chosen)
 
-    chosen: list[tuple[int, int, str]] = []
-    words = len(head.split())
-    for cand in sorted(_candidates(request.serialized, request.focus), key=lambda c: (-c[0], c[1])):
-        extra = 1 + len(cand[2].split())
-        if words + extra > request.word_limit:
-            continue
-        if count(render(chosen + [cand])) <= request.target_tokens:
-            chosen.append(cand)
-            words += extra
+    chosen = extractive.select(_candidates(request.serialized, request.focus), render,
+                               request.target_tokens, request.word_limit)
     return render(chosen)

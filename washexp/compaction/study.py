@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 
@@ -26,7 +28,8 @@ from washexp.tracking import git_commit, source_files
 log = logging.getLogger("washexp")
 
 METHODS = ("full", "S", "H")
-RUNTIME_MODEL_KEYS = ("base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency", "replay")
+RUNTIME_MODEL_KEYS = ("base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency", "replay",
+                      "recordings")
 """Model settings that change how a result is fetched, not what it is."""
 
 # Per-condition metrics the arm aggregates task by task (equal weights, failed = 0).
@@ -100,21 +103,24 @@ def run_arm(cfg, job: JobInfo, open_tracker) -> dict[str, float]:
                                 {**common_tags, "washexp.kind": "condition", "task": task.id,
                                  "cohort": task.cohort}, parent_id=arm_run.run_id)
             future = pool.submit(run_condition, task, arm, roles, cfg.model.generations,
-                                 cfg.model.answers_per_context)
+                                 cfg.model.answers_per_context, cfg.method.h_impl)
             futures[future] = (task, run)
         for future in as_completed(futures):
             task, run = futures[future]
             try:
-                metrics, artifacts = future.result()
+                metrics, artifacts, tables = future.result()
             except Exception as err:  # a failed planned condition is recorded, and stays in as 0
                 log.error("%s · %s: FAILED: %s", arm.label, task.id, err)
                 run.fail(err)
                 counts["failed"] += 1
                 per_task[task.id] = {"failed": 1.0, "contexts": float(cfg.model.generations)}
+                _progress(arm.label, task.id, "FAILED", counts, len(tasks))
                 continue
-            run.finish(metrics, artifacts, manifest_extra={"fixture": task.files, "source": source})
+            run.finish(metrics, artifacts, manifest_extra={"fixture": task.files, "source": source},
+                       tables=tables)
             per_task[task.id] = metrics
             counts["run"] += 1
+            _progress(arm.label, task.id, "done", counts, len(tasks))
     metrics = arm_metrics(per_task, {t.id: t.cohort for t in tasks})
     table = {t: {"cohort": c.cohort, **per_task[t]} for t, c in ((t.id, t) for t in tasks)}
     arm_run.finish(metrics, {"conditions.json": json.dumps(table, indent=1) + "\n"},
@@ -150,6 +156,14 @@ def arm_metrics(per_task: dict[str, dict[str, float]], cohorts: dict[str, str]) 
             if values:
                 out[f"{cohort}/{key}"] = sum(values) / len(values)
     return out
+
+
+def _progress(label: str, task_id: str, outcome: str, counts: dict[str, int], total: int) -> None:
+    """One stderr line per computed condition, so a long sweep can be followed; quiet in CI."""
+    if os.environ.get("CI", "").lower() in ("1", "true"):
+        return
+    print(f"  {label} · {task_id}: {outcome} ({sum(counts.values())}/{total} conditions,"
+          f" {counts['reused']} reused, {counts['failed']} failed)", file=sys.stderr, flush=True)
 
 
 def _fmt(value: float | None) -> str:
