@@ -14,6 +14,7 @@ experiment, or to migrate a fresh SQLite schema, is a known MLflow failure.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import tempfile
@@ -149,18 +150,32 @@ class Tracker:
 
 
 class NullTracker:
-    """Tracking off (``tracking.enabled=false``): same calls, nothing stored, nothing found."""
+    """Tracking off (``tracking.enabled=false``): nothing is stored. Runs finished in this
+    process are still found again, so one sweep never repeats identical work (Full under a
+    top-N sweep runs once)."""
 
     uri = None
 
-    def find(self, identity_hash: str) -> None:
-        return None
+    def __init__(self) -> None:
+        self._ids = itertools.count()
+        self._open: dict[str, str] = {}
+        self._finished: dict[str, FoundRun] = {}
 
-    def start(self, *args, **kwargs) -> Run:
-        return Run(None, None)
+    def find(self, identity_hash: str) -> FoundRun | None:
+        return self._finished.get(identity_hash)
+
+    def start(self, name: str, identity_hash: str, *args, **kwargs) -> Run:
+        run_id = f"untracked-{next(self._ids)}"
+        self._open[run_id] = identity_hash
+        return Run(self, run_id)
 
     def adopt(self, run_id: str, parent_id: str) -> None:
         pass
+
+    def _close(self, run_id, metrics, artifacts, manifest_extra, tags, status) -> None:
+        identity = self._open.pop(run_id)
+        if status == "FINISHED":
+            self._finished[identity] = FoundRun(run_id, status, dict(metrics), None)
 
 
 def source_files(root: Path = PROJECT_ROOT) -> dict[str, str]:

@@ -9,7 +9,8 @@ across processes as well).
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
@@ -17,7 +18,12 @@ from typing import Any
 from washexp.compaction import budget, hermes
 from washexp.compaction.aggregate import mean, task_score
 from washexp.compaction.context import (
-    Context, evidence_tokens, full_context, fused_context, protected_tokens, to_wire,
+    Context,
+    evidence_tokens,
+    full_context,
+    fused_context,
+    protected_tokens,
+    to_wire,
 )
 from washexp.compaction.grading import grade
 from washexp.compaction.jev import rank, top_n
@@ -90,8 +96,9 @@ def h_impl_for(roles: Roles, requested: str) -> str:
     return requested
 
 
-def _checkpoint(task: Task, roles: Roles, generation: int, frozen: Frozen, allowance: int,
-                impl: str = "native") -> hermes.Checkpoint:
+def _checkpoint(
+    task: Task, roles: Roles, generation: int, frozen: Frozen, allowance: int, impl: str = "native"
+) -> hermes.Checkpoint:
     if impl not in frozen.h:
         # H sees only the pre-final evidence history, with the original task as its focus.
         if impl == "hermes":
@@ -103,15 +110,21 @@ def _checkpoint(task: Task, roles: Roles, generation: int, frozen: Frozen, allow
     return frozen.h[impl]
 
 
+def _each(roles: Roles, fn: Callable[[int], Any], generations: int) -> list[Any]:
+    """``fn(g)`` for every generation: through the shared call pool when the backend waits on an
+    endpoint, in order otherwise. ``fn`` must not itself wait on the pool."""
+    if roles.concurrency <= 1:
+        return [fn(g) for g in range(generations)]
+    return list(_call_pool(roles.concurrency).map(fn, range(generations)))
+
+
 def task_sizes(task: Task, roles: Roles, generations: int) -> Sizes:
     evidence = evidence_tokens(task)
     allow = budget.allowance(evidence)
     protected = protected_tokens(task)
     unit_tokens = [count(u.render()) for u in task.units]
-    s_largest = max(
-        fused_context(task, f.s_summary, top_n(f.scores, CEILING_TOPN)).input_tokens
-        for f in (_frozen(task, roles, g, allow) for g in range(generations))
-    )
+    frozen = _each(roles, lambda g: _frozen(task, roles, g, allow), generations)
+    s_largest = max(fused_context(task, f.s_summary, top_n(f.scores, CEILING_TOPN)).input_tokens for f in frozen)
     ceil = budget.ceiling(protected, allow, unit_tokens, s_largest)
     return Sizes(evidence, allow, protected, full_context(task).input_tokens, ceil.base, ceil.value)
 
@@ -144,103 +157,156 @@ def _outcome(task: Task, arm: Arm, roles: Roles, g: int, sizes: Sizes, impl: str
 
 
 @cache
-def _reader_pool(workers: int) -> ThreadPoolExecutor:
-    """Reader calls of every condition share one bounded pool, so an endpoint stays busy while
-    a condition waits on its answers (the model itself bounds requests in flight)."""
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="washexp-read")
+def _call_pool(workers: int) -> ThreadPoolExecutor:
+    """Model calls of every condition share one bounded pool, so an endpoint stays busy while
+    a condition waits on its summaries or answers (the model itself bounds requests in flight)."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="washexp-call")
 
 
-def run_condition(task: Task, arm: Arm, roles: Roles, generations: int, answers: int,
-                  h_impl: str = "auto") -> tuple[dict[str, float], dict[str, str], dict[str, list[dict]]]:
+@dataclass
+class Generation:
+    """One generation of a condition: its context, what it retains, and its answers."""
+
+    g: int
+    outcome: Outcome
+    missing: dict[str, list[str]]
+    """Field -> needles missing from the context (all of them when the context is invalid)."""
+    answers: list[Future] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return self.outcome.context is not None
+
+    @property
+    def retention(self) -> float:
+        return retention(self.missing) if self.valid else 0.0
+
+
+def _generation(task: Task, arm: Arm, roles: Roles, g: int, sizes: Sizes, impl: str, answers: int) -> Generation:
+    out = _outcome(task, arm, roles, g, sizes, impl)
+    missing = (
+        retained_fields(task, out.context.evidence_text)
+        if out.context
+        else {f: list(n) for f, n in task.needles.items()}
+    )
+    gen = Generation(g, out, missing)
+    if roles.read and gen.valid:  # an invalid context is never answered: every answer scores 0
+        pool = _call_pool(max(1, roles.concurrency))
+        gen.answers = [pool.submit(roles.read, ReadJob(task.id, out.context.messages, g, a)) for a in range(answers)]
+    return gen
+
+
+def run_condition(
+    task: Task, arm: Arm, roles: Roles, generations: int, answers: int, h_impl: str = "auto"
+) -> tuple[dict[str, float], dict[str, str], dict[str, list[dict]]]:
     """Metrics, artifacts and MLflow tables of one condition. An invalid generation scores 0
     and stays in. Tables: ``retention.json`` (one row per generation and field, always) and
     ``grades.json`` (one row per answer and field, when a reader exists)."""
     impl = h_impl_for(roles, h_impl) if arm.method == "H" else "native"
     sizes = task_sizes(task, roles, generations)
-    artifacts: dict[str, str] = {"sizes.json": _json(asdict(sizes))}
-    where = {"task": task.id, "method": arm.method, "topn": arm.topn}
-    retention_rows: list[dict] = []
-    grade_rows: list[dict] = []
-    ret, ret_all, acc, correct, tokens, api_tokens, valid, kept = [], [], [], [], [], [], [], []
-    pending: dict[int, list] = {}  # generation -> reader futures, collected below in order
-    for g in range(generations):
-        out = _outcome(task, arm, roles, g, sizes, impl)
-        if out.summary is not None:
-            artifacts[f"summary/g{g}.txt"] = out.summary
-        if arm.method != "full":
-            frozen = _frozen(task, roles, g, sizes.allowance)
-            artifacts[f"ranking/g{g}.json"] = _json(_ranking(task, frozen.scores, arm.topn))
-            if arm.method == "H":
-                artifacts[f"summary/g{g}.checkpoint.json"] = _json(
-                    _checkpoint_record(frozen.h.get(impl), impl, roles.spec))
-        valid.append(out.context is not None)
-        missing = retained_fields(task, out.context.evidence_text) if out.context else dict(task.needles)
-        retention_rows += [{**where, "generation": g, "field": f, "valid": out.context is not None,
-                            "retained": out.context is not None and not m, "missing": list(m)}
-                           for f, m in missing.items()]
-        if out.context is None:
-            ret.append(0.0)
-            ret_all.append(0.0)
-            continue
-        ctx = out.context
-        artifacts[f"contexts/g{g}.json"] = _json(list(ctx.messages))
-        artifacts[f"retention/g{g}.json"] = _json(missing)
-        ret.append(retention(missing))
-        ret_all.append(float(not any(missing.values())))
-        tokens.append(ctx.input_tokens)
-        kept.append(len(ctx.units))
-        if roles.read:
-            pool = _reader_pool(max(1, roles.concurrency))
-            pending[g] = [pool.submit(roles.read, ReadJob(task.id, ctx.messages, g, a))
-                          for a in range(answers)]
-    for g in range(generations) if roles.read else ():
-        if g not in pending:  # an invalid context: every answer scores 0
-            acc.append([0.0] * answers)
-            correct.append([0.0] * answers)
-            continue
-        grades, replies = [], []
-        for a, future in enumerate(pending[g]):
-            reply = future.result()
-            replies.append(asdict(reply))
-            grades.append(grade(task, reply.text))
-            grade_rows += [{**where, "generation": g, "answer": a, "field": f, "correct": ok,
-                            "malformed": grades[-1].malformed} for f, ok in grades[-1].fields.items()]
-            if reply.prompt_tokens is not None:
-                api_tokens.append(reply.prompt_tokens)
-        artifacts[f"answers/g{g}.json"] = _json(
-            [{**r, "fields": gr.fields, "malformed": gr.malformed} for r, gr in zip(replies, grades, strict=True)]
+    if arm.method == "H":  # the checkpoints of all generations at once
+        _each(
+            roles,
+            lambda g: _checkpoint(task, roles, g, _frozen(task, roles, g, sizes.allowance), sizes.allowance, impl),
+            generations,
         )
-        acc.append([gr.score for gr in grades])
-        correct.append([float(gr.all_correct) for gr in grades])
+    gens = [_generation(task, arm, roles, g, sizes, impl, answers) for g in range(generations)]
+    where = {"task": task.id, "method": arm.method, "topn": arm.topn}
+    artifacts = {"sizes.json": _json(asdict(sizes)), **_frozen_artifacts(task, arm, roles, gens, sizes, impl)}
+    tables = {
+        "retention.json": [
+            {
+                **where,
+                "generation": gen.g,
+                "field": f,
+                "valid": gen.valid,
+                "retained": gen.valid and not m,
+                "missing": list(m),
+            }
+            for gen in gens
+            for f, m in gen.missing.items()
+        ]
+    }
+    tokens = [gen.outcome.context.input_tokens for gen in gens if gen.valid]
     metrics = {
-        "retention": mean(ret),
-        "retention_all_fields": mean(ret_all),
-        "valid": mean(valid),
+        "retention": mean(gen.retention for gen in gens),
+        "retention_all_fields": mean(float(gen.valid and not any(gen.missing.values())) for gen in gens),
+        "valid": mean(gen.valid for gen in gens),
         "contexts": float(generations),
-        "contexts_valid": float(sum(valid)),
+        "contexts_valid": float(sum(gen.valid for gen in gens)),
         "input_tokens": mean(tokens),
         "input_tokens_total": float(sum(tokens)),
         "contexts_shortened": float(sum(t < sizes.full_input_tokens for t in tokens)),
         "reduction_pct": mean(100.0 * (sizes.full_input_tokens - t) / sizes.full_input_tokens for t in tokens),
-        "units_kept": mean(kept),
+        "units_kept": mean(len(gen.outcome.context.units) for gen in gens if gen.valid),
         "units_total": float(len(task.units)),
-        "summary_tokens": mean(count(artifacts[k]) for k in artifacts if k.startswith("summary/") and k.endswith(".txt")),
+        "summary_tokens": mean(count(gen.outcome.summary) for gen in gens if gen.outcome.summary is not None),
         "allowance": float(sizes.allowance),
         "ceiling": float(sizes.ceiling),
         "ceiling_enlarged": float(sizes.ceiling > sizes.ceiling_base),
         "full_input_tokens": float(sizes.full_input_tokens),
     }
     if roles.read:
-        metrics["fact_accuracy"] = task_score(acc)
-        metrics["all_fields_correct"] = task_score(correct)
-        metrics["api_input_tokens"] = mean(api_tokens)
+        metrics |= _grade_answers(task, gens, answers, where, artifacts, tables)
     if roles.records:
-        contexts = [json.loads(artifacts[f"contexts/g{g}.json"]) for g in range(generations)
-                    if f"contexts/g{g}.json" in artifacts]
+        contexts = [list(gen.outcome.context.messages) for gen in gens if gen.valid]
         for key, record in roles.records(task.id, arm.method, contexts).items():
             artifacts[f"requests/{key}.json"] = _json(record)
-    tables = {"retention.json": retention_rows, **({"grades.json": grade_rows} if roles.read else {})}
     return {k: v for k, v in metrics.items() if v is not None}, artifacts, tables
+
+
+def _frozen_artifacts(
+    task: Task, arm: Arm, roles: Roles, gens: list[Generation], sizes: Sizes, impl: str
+) -> dict[str, str]:
+    """Per generation: the summary and ranking used, the context and what it is missing."""
+    out = {}
+    for gen in gens:
+        g = gen.g
+        if gen.outcome.summary is not None:
+            out[f"summary/g{g}.txt"] = gen.outcome.summary
+        if arm.method != "full":
+            frozen = _frozen(task, roles, g, sizes.allowance)
+            out[f"ranking/g{g}.json"] = _json(_ranking(task, frozen.scores, arm.topn))
+            if arm.method == "H":
+                out[f"summary/g{g}.checkpoint.json"] = _json(_checkpoint_record(frozen.h.get(impl), impl, roles.spec))
+        if gen.valid:
+            out[f"contexts/g{g}.json"] = _json(list(gen.outcome.context.messages))
+            out[f"retention/g{g}.json"] = _json(gen.missing)
+    return out
+
+
+def _grade_answers(
+    task: Task, gens: list[Generation], answers: int, where: dict, artifacts: dict, tables: dict
+) -> dict[str, float | None]:
+    """Wait for every answer, grade it strictly, and aggregate as the study does."""
+    acc, correct, api_tokens, rows = [], [], [], []
+    for gen in gens:
+        if not gen.valid:
+            acc.append([0.0] * answers)
+            correct.append([0.0] * answers)
+            continue
+        replies = [future.result() for future in gen.answers]
+        grades = [grade(task, reply.text) for reply in replies]
+        for a, gr in enumerate(grades):
+            rows += [
+                {**where, "generation": gen.g, "answer": a, "field": f, "correct": ok, "malformed": gr.malformed}
+                for f, ok in gr.fields.items()
+            ]
+        api_tokens += [r.prompt_tokens for r in replies if r.prompt_tokens is not None]
+        artifacts[f"answers/g{gen.g}.json"] = _json(
+            [
+                {**asdict(r), "fields": gr.fields, "malformed": gr.malformed}
+                for r, gr in zip(replies, grades, strict=True)
+            ]
+        )
+        acc.append([gr.score for gr in grades])
+        correct.append([float(gr.all_correct) for gr in grades])
+    tables["grades.json"] = rows
+    return {
+        "fact_accuracy": task_score(acc),
+        "all_fields_correct": task_score(correct),
+        "api_input_tokens": mean(api_tokens),
+    }
 
 
 def _ranking(task: Task, scores: list[float], n: int | None) -> dict:
@@ -253,14 +319,21 @@ def _ranking(task: Task, scores: list[float], n: int | None) -> dict:
     }
 
 
-def _checkpoint_record(cp: hermes.Checkpoint | None, impl: str = "native",
-                       spec: dict | None = None) -> dict:
+def _checkpoint_record(cp: hermes.Checkpoint | None, impl: str = "native", spec: dict | None = None) -> dict:
     if cp is None:
         return {}
-    protocol = hermes.PROTOCOL if impl == "native" else (
-        f"hermes-agent=={(spec or {}).get('hermes_agent')} ContextCompressor._generate_summary")
-    return {"impl": impl, "protocol": protocol, "valid": cp.valid, "failure": cp.failure,
-            "attempts": [asdict(a) for a in cp.attempts]}
+    protocol = (
+        hermes.PROTOCOL
+        if impl == "native"
+        else (f"hermes-agent=={(spec or {}).get('hermes_agent')} ContextCompressor._generate_summary")
+    )
+    return {
+        "impl": impl,
+        "protocol": protocol,
+        "valid": cp.valid,
+        "failure": cp.failure,
+        "attempts": [asdict(a) for a in cp.attempts],
+    }
 
 
 def _json(obj: Any) -> str:
