@@ -30,7 +30,8 @@ from tests.openai_server import Script, serve  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--latency", type=float, default=0.05, help="seconds per request")
+    parser.add_argument("--latency", type=float, default=0.5,
+                        help="seconds per request (default 0.5: a short reader call on a served model)")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--tracking", action="store_true", help="track to a temporary SQLite store")
     args = parser.parse_args()

@@ -14,7 +14,8 @@ from tests.openai_server import Script, serve
 from washexp.errors import ModelError
 from washexp.llm import parse_scores
 from washexp.models.base import ChatRequest, ChatResponse
-from washexp.models.openai_backend import OpenAIModel, api_key, safe_url
+from washexp.models.base import safe_url
+from washexp.models.openai_backend import OpenAIModel, api_key
 from washexp.models.recorder import Recorder, request_key
 
 SECRET = "sk-test-SECRET-feedface0123456789"

@@ -15,21 +15,27 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
 
 from washexp import PROJECT_ROOT
 from washexp.compaction.aggregate import cohort_means
-from washexp.compaction.conditions import Arm, run_condition
+from washexp.compaction.conditions import Arm, h_impl_for, run_condition
 from washexp.errors import ConfigError
 from washexp.fixtures.compaction import Task, load_tasks
 from washexp.hashing import identity_hash, tree_digest
-from washexp.roles import roles_for
+from washexp.models.base import safe_url
+from washexp.roles import Roles, roles_for
 from washexp.tracking import git_commit, source_files
 
 log = logging.getLogger("washexp")
 
 METHODS = ("full", "S", "H")
-RUNTIME_MODEL_KEYS = ("base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency", "replay",
-                      "recordings")
+PHASES = ("final", "preflight")
+"""``preflight``: a format preflight, kept as runs of its own and never counted in final metrics."""
+RUNTIME_MODEL_KEYS = ("base_url", "api_key_env", "timeout_s", "max_retries", "max_concurrency", "replay", "recordings")
 """Model settings that change how a result is fetched, not what it is."""
 
 # Per-condition metrics the arm aggregates task by task (equal weights, failed = 0).
@@ -45,90 +51,167 @@ class JobInfo:
     sweep: str
 
 
-def run_arm(cfg, job: JobInfo, open_tracker) -> dict[str, float]:
-    """Run one arm; ``open_tracker()`` is called only once the config and fixtures are valid."""
+@dataclass(frozen=True)
+class ArmPlan:
+    """Everything fixed before an arm's first run: checked config, tasks, roles, identity."""
+
+    arm: Arm
+    tasks: list[Task]
+    roles: Roles
+    h_impl: str
+    identity: dict[str, Any]
+    """What determines the results (hashed with each task's id and fixture digest)."""
+    params: dict[str, Any]
+    tags: dict[str, str]
+    source: dict[str, str]
+    config_yaml: str
+
+
+def plan_arm(cfg, job: JobInfo) -> ArmPlan:
+    """Check the config and load the fixtures; raises before anything is written."""
     if cfg.method.name not in METHODS:
         raise ConfigError(f"method.name={cfg.method.name!r}: expected one of {', '.join(METHODS)}")
     if cfg.topn < 0:
         raise ConfigError(f"topn={cfg.topn}: must be >= 0")
-    if cfg.phase not in ("final", "preflight"):
-        raise ConfigError(f"phase={cfg.phase!r}: expected final or preflight")
+    if cfg.phase not in PHASES:
+        raise ConfigError(f"phase={cfg.phase!r}: expected one of {', '.join(PHASES)}")
     tasks = load_tasks(PROJECT_ROOT / cfg.benchmark.fixtures, cfg.task)
     roles = roles_for(cfg.model)
     arm = Arm(cfg.method.name, None if cfg.method.name == "full" else cfg.topn)
+    h_impl = h_impl_for(roles, cfg.method.h_impl) if arm.method == "H" else None
     model = {k: v for k, v in vars(cfg.model).items() if k not in RUNTIME_MODEL_KEYS}
-    base = {"benchmark": cfg.benchmark.name, "model": model, "roles": roles.spec,
-            "method": arm.method, "h_impl": cfg.method.h_impl if arm.method == "H" else None,
-            "topn": arm.topn, "phase": cfg.phase}
-    source = source_files()
-    common_tags = {
-        "method": arm.method, "topn": "n/a" if arm.topn is None else str(arm.topn),
-        "model": cfg.model.name, "tier": cfg.model.tier, "platform": cfg.model.platform,
-        "phase": cfg.phase, "sweep": job.sweep, "washexp.overrides": job.overrides,
-        "washexp.source": tree_digest(source), "mlflow.source.git.commit": git_commit() or "unknown",
+    identity = {
+        "benchmark": cfg.benchmark.name,
+        "model": model,
+        "roles": roles.spec,
+        "method": arm.method,
+        "h_impl": h_impl,
+        "topn": arm.topn,
+        "phase": cfg.phase,
     }
-    params = {"model": cfg.model.name, "backend": cfg.model.backend, "tier": cfg.model.tier,
-              "platform": cfg.model.platform, "method": arm.method,
-              "topn": "n/a" if arm.topn is None else arm.topn, "generations": cfg.model.generations,
-              "answers_per_context": cfg.model.answers_per_context if roles.read else 0,
-              "phase": cfg.phase, "roles": roles.spec}
+    source = source_files()
+    topn = "n/a" if arm.topn is None else str(arm.topn)
+    tags = {
+        "method": arm.method,
+        "topn": topn,
+        "model": cfg.model.name,
+        "tier": cfg.model.tier,
+        "platform": cfg.model.platform,
+        "phase": cfg.phase,
+        "sweep": job.sweep,
+        "washexp.overrides": job.overrides,
+        "washexp.source": tree_digest(source),
+        "mlflow.source.git.commit": git_commit() or "unknown",
+    }
+    params = {
+        "model": cfg.model.name,
+        "backend": cfg.model.backend,
+        "tier": cfg.model.tier,
+        "platform": cfg.model.platform,
+        "method": arm.method,
+        "h_impl": h_impl or "n/a",
+        "topn": topn,
+        "generations": cfg.model.generations,
+        "answers_per_context": cfg.model.answers_per_context if roles.read else 0,
+        "phase": cfg.phase,
+        "roles": roles.spec,
+    }
+    return ArmPlan(arm, tasks, roles, h_impl or "native", identity, params, tags, source, public_config(cfg))
 
+
+def public_config(cfg) -> str:
+    """The resolved config as YAML, as a run artifact: without the tracking settings (where
+    results go is not what they are) and without credentials in the endpoint URL."""
+    data = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
+    data.pop("tracking", None)
+    if data["model"].get("base_url"):
+        data["model"]["base_url"] = safe_url(data["model"]["base_url"])
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def run_arm(cfg, job: JobInfo, open_tracker) -> dict[str, float]:
+    """Run one arm; ``open_tracker()`` is called only once the config and fixtures are valid."""
+    plan = plan_arm(cfg, job)
     tracker = open_tracker()
-    arm_hash = identity_hash({**base, "tasks": {t.id: t.digest for t in tasks}})
+    arm_hash = identity_hash({**plan.identity, "tasks": {t.id: t.digest for t in plan.tasks}})
     found = tracker.find(arm_hash)
     if found and found.finished and not cfg.rerun:
-        log.info("%s: finished already (run %s); rerun=true runs it again", arm.label, found.run_id)
+        log.info("%s: finished already (run %s); rerun=true runs it again", plan.arm.label, found.run_id)
         return found.metrics
     resume = found.run_id if found and not cfg.rerun else None
-    arm_run = tracker.start(f"{arm.label} · arm", arm_hash, {**params, "tasks": len(tasks)},
-                            {**common_tags, "washexp.kind": "arm"}, resume_id=resume)
+    arm_run = tracker.start(
+        f"{plan.arm.label} · arm",
+        arm_hash,
+        {**plan.params, "tasks": len(plan.tasks)},
+        {**plan.tags, "washexp.kind": "arm"},
+        resume_id=resume,
+    )
+    per_task, counts = _run_conditions(plan, cfg, tracker, arm_run.run_id)
+    metrics = arm_metrics(per_task, {t.id: t.cohort for t in plan.tasks})
+    table = {t.id: {"cohort": t.cohort, **per_task[t.id]} for t in plan.tasks}
+    arm_run.finish(
+        metrics,
+        {"conditions.json": json.dumps(table, indent=1) + "\n", "config.yaml": plan.config_yaml},
+        manifest_extra={"source": plan.source},
+    )
+    log.info(
+        "%s: %d conditions (%d run, %d reused, %d failed) · retention primary %s · control %s",
+        plan.arm.label,
+        len(plan.tasks),
+        counts["run"],
+        counts["reused"],
+        counts["failed"],
+        _fmt(metrics.get("primary/retention")),
+        _fmt(metrics.get("control/retention")),
+    )
+    return metrics
 
+
+def _run_conditions(plan: ArmPlan, cfg, tracker, arm_id: str | None):
+    """Each task's condition: reused when finished, computed otherwise. Conditions compute in
+    parallel (an LLM backend waits on its endpoint); every MLflow call stays on this thread."""
     per_task: dict[str, dict[str, float]] = {}
     counts = {"run": 0, "reused": 0, "failed": 0}
-    # Conditions compute in parallel (an LLM backend waits on its endpoint); every MLflow call
-    # stays on this thread, in completion order.
-    with ThreadPoolExecutor(max_workers=roles.concurrency) as pool:
+    generations = cfg.model.generations
+    with ThreadPoolExecutor(max_workers=plan.roles.concurrency) as pool:
         futures = {}
-        for task in tasks:
-            identity = identity_hash({**base, "task": task.id, "fixture": task.digest})
+        for task in plan.tasks:
+            identity = identity_hash({**plan.identity, "task": task.id, "fixture": task.digest})
             found = tracker.find(identity)
             if found and found.finished and not cfg.rerun:
-                if arm_run.run_id and found.parent_id != arm_run.run_id:
-                    tracker.adopt(found.run_id, arm_run.run_id)
+                if arm_id and found.parent_id != arm_id:
+                    tracker.adopt(found.run_id, arm_id)
                 per_task[task.id] = found.metrics
                 counts["reused"] += 1
                 continue
-            run = tracker.start(f"{arm.label} · {task.id}", identity,
-                                {**params, "task": task.id, "cohort": task.cohort},
-                                {**common_tags, "washexp.kind": "condition", "task": task.id,
-                                 "cohort": task.cohort}, parent_id=arm_run.run_id)
-            future = pool.submit(run_condition, task, arm, roles, cfg.model.generations,
-                                 cfg.model.answers_per_context, cfg.method.h_impl)
+            run = tracker.start(
+                f"{plan.arm.label} · {task.id}",
+                identity,
+                {**plan.params, "task": task.id, "cohort": task.cohort},
+                {**plan.tags, "washexp.kind": "condition", "task": task.id, "cohort": task.cohort},
+                parent_id=arm_id,
+            )
+            future = pool.submit(
+                run_condition, task, plan.arm, plan.roles, generations, cfg.model.answers_per_context, plan.h_impl
+            )
             futures[future] = (task, run)
         for future in as_completed(futures):
             task, run = futures[future]
             try:
                 metrics, artifacts, tables = future.result()
             except Exception as err:  # a failed planned condition is recorded, and stays in as 0
-                log.error("%s · %s: FAILED: %s", arm.label, task.id, err)
+                log.error("%s · %s: FAILED: %s", plan.arm.label, task.id, err)
                 run.fail(err)
                 counts["failed"] += 1
-                per_task[task.id] = {"failed": 1.0, "contexts": float(cfg.model.generations)}
-                _progress(arm.label, task.id, "FAILED", counts, len(tasks))
+                per_task[task.id] = {"failed": 1.0, "contexts": float(generations)}
+                _progress(plan.arm.label, task.id, "FAILED", counts, len(plan.tasks))
                 continue
-            run.finish(metrics, artifacts, manifest_extra={"fixture": task.files, "source": source},
-                       tables=tables)
+            artifacts["config.yaml"] = plan.config_yaml
+            run.finish(metrics, artifacts, manifest_extra={"fixture": task.files, "source": plan.source}, tables=tables)
             per_task[task.id] = metrics
             counts["run"] += 1
-            _progress(arm.label, task.id, "done", counts, len(tasks))
-    metrics = arm_metrics(per_task, {t.id: t.cohort for t in tasks})
-    table = {t: {"cohort": c.cohort, **per_task[t]} for t, c in ((t.id, t) for t in tasks)}
-    arm_run.finish(metrics, {"conditions.json": json.dumps(table, indent=1) + "\n"},
-                   manifest_extra={"source": source})
-    log.info("%s: %d conditions (%d run, %d reused, %d failed) · retention primary %s · control %s",
-             arm.label, len(tasks), counts["run"], counts["reused"], counts["failed"],
-             _fmt(metrics.get("primary/retention")), _fmt(metrics.get("control/retention")))
-    return metrics
+            _progress(plan.arm.label, task.id, "done", counts, len(plan.tasks))
+    return per_task, counts
 
 
 def arm_metrics(per_task: dict[str, dict[str, float]], cohorts: dict[str, str]) -> dict[str, float]:
@@ -162,8 +245,12 @@ def _progress(label: str, task_id: str, outcome: str, counts: dict[str, int], to
     """One stderr line per computed condition, so a long sweep can be followed; quiet in CI."""
     if os.environ.get("CI", "").lower() in ("1", "true"):
         return
-    print(f"  {label} · {task_id}: {outcome} ({sum(counts.values())}/{total} conditions,"
-          f" {counts['reused']} reused, {counts['failed']} failed)", file=sys.stderr, flush=True)
+    print(
+        f"  {label} · {task_id}: {outcome} ({sum(counts.values())}/{total} conditions,"
+        f" {counts['reused']} reused, {counts['failed']} failed)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _fmt(value: float | None) -> str:

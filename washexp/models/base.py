@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
 
 
 @dataclass(frozen=True)
@@ -32,3 +33,13 @@ class ChatResponse:
 @runtime_checkable
 class Model(Protocol):
     def chat(self, request: ChatRequest) -> ChatResponse: ...
+
+
+def safe_url(url: str) -> str:
+    """``url`` without user info, query or fragment (what an error message may show)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))

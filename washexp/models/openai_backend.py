@@ -19,28 +19,18 @@ import os
 import random
 import threading
 import time
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import openai
 
 from washexp.errors import ModelError
-from washexp.models.base import ChatRequest, ChatResponse
+from washexp.models.base import ChatRequest, ChatResponse, safe_url
 
 log = logging.getLogger("washexp")
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 PLACEHOLDER_KEY = "not-needed-for-a-local-endpoint"
 BACKOFF_CAP_S = 60.0
-
-
-def safe_url(url: str) -> str:
-    """``url`` without user info, query or fragment (what an error message may show)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def api_key(base_url: str, env_name: str) -> str:

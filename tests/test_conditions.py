@@ -1,0 +1,89 @@
+"""One condition on real fixtures: H validity, zero credit for what is invalid, failed = 0."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from washexp.compaction import hermes
+from washexp.compaction.conditions import Arm, Sizes, _outcome, run_condition
+from washexp.compaction.study import arm_metrics
+from washexp.config import ModelConfig
+from washexp.fixtures.compaction import load_task
+from washexp.roles import roles_for
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compaction"
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return roles_for(ModelConfig())
+
+
+def _with_writer(roles, write):
+    # A distinct spec keeps the memoized frozen S/H of the real reference roles out of reach.
+    return dataclasses.replace(roles, spec={**roles.spec, "checkpoint": write.__name__},
+                               checkpoint_writer=lambda task_id, g: write)
+
+
+def test_h_that_invents_a_user_is_invalid_and_scores_zero(reference):
+    def attributes_to_user(request: hermes.CheckpointRequest) -> str:
+        return "## Historical Task Snapshot\nUser asked: investigate PAY-4827\n\n## Critical Context\n- PAY-4827"
+
+    task = load_task(FIXTURES / "payment")
+    metrics, artifacts, tables = run_condition(task, Arm("H", 3), _with_writer(reference, attributes_to_user), 1, 0)
+    assert metrics["valid"] == 0 and metrics["retention"] == 0 and metrics["contexts_valid"] == 0
+    assert "contexts/g0.json" not in artifacts  # no fallback to the original history
+    record = artifacts["summary/g0.checkpoint.json"]
+    assert '"outcome": "provenance"' in record and record.count('"outcome"') == 1  # no retry on provenance
+    assert all(not row["retained"] for row in tables["retention.json"])
+
+
+def test_h_over_the_allowance_three_times_is_invalid(reference):
+    def rambles(request: hermes.CheckpointRequest) -> str:
+        return f"{hermes.SNAPSHOT_HEADING}\n{hermes.NO_USER_SENTINEL}\n\n## Critical Context\n" + "- INV-731 " * 400
+
+    task = load_task(FIXTURES / "backup")
+    metrics, artifacts, _ = run_condition(task, Arm("H", 0), _with_writer(reference, rambles), 1, 0)
+    assert metrics["valid"] == 0 and metrics["retention"] == 0
+    assert artifacts["summary/g0.checkpoint.json"].count('"over_allowance"') == 3
+
+
+def test_h_no_shorter_than_full_is_invalid(reference):
+    task = load_task(FIXTURES / "package_versions")
+    real = run_condition(task, Arm("H", 0), reference, 1, 0)[0]
+    sizes = Sizes(evidence_tokens=0, allowance=int(real["allowance"]), protected_tokens=0,
+                  full_input_tokens=int(real["input_tokens"]), ceiling_base=10_000, ceiling=10_000)
+    out = _outcome(task, Arm("H", 0), reference, 0, sizes)
+    assert out.context is None and out.invalid.startswith(f"H input {int(real['input_tokens'])} >= Full")
+
+
+def test_s_is_never_filtered_even_when_it_grows(reference):
+    # A short control may use more input with fusion; it is reported, not dropped.
+    task = load_task(FIXTURES / "package_versions")
+    metrics = run_condition(task, Arm("S", 5), reference, 1, 0)[0]
+    assert metrics["valid"] == 1 and metrics["retention"] == 1.0
+    assert metrics["contexts_shortened"] == float(metrics["input_tokens"] < metrics["full_input_tokens"])
+
+
+def test_fewer_units_than_n_keeps_all_and_reports_the_actual_count(reference):
+    task = load_task(FIXTURES / "meeting_notes")  # a single unit
+    metrics, artifacts, _ = run_condition(task, Arm("S", 5), reference, 1, 0)
+    assert metrics["units_kept"] == 1 and metrics["units_total"] == 1
+    assert '"requested_n": 5' in artifacts["ranking/g0.json"]
+
+
+def test_a_failed_condition_stays_in_the_denominator_as_zero():
+    per_task = {
+        "payment": {"retention": 1.0, "contexts": 1.0, "contexts_valid": 1.0, "input_tokens": 100.0},
+        "server_error": {"failed": 1.0, "contexts": 1.0},
+        "backup": {"retention": 0.5, "contexts": 1.0, "contexts_valid": 0.0, "input_tokens": 50.0},
+    }
+    cohorts = {"payment": "primary", "server_error": "primary", "backup": "control"}
+    m = arm_metrics(per_task, cohorts)
+    assert m["primary/retention"] == 0.5  # (1.0 + 0) / 2, not 1.0
+    assert m["primary/failed"] == 1 and m["primary/invalid"] == 0
+    assert m["control/invalid"] == 1 and m["all/retention"] == 0.5
+    assert "primary/fact_accuracy" not in m  # never measured: absent, not 0
