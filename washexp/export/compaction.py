@@ -73,7 +73,7 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
     notes += _task_set_notes(fconds)
     notes += list(left_out)
 
-    tables = [_arm_table(final, c, not_measured) for c in COHORTS if n_tasks[c]]
+    tables = [_arm_table(final, c, "n/a") for c in COHORTS if n_tasks[c]]  # the notes say why
     tables.append(_per_task_table(fconds, final, "retention", "Retention per task"))
     if measured:
         tables.append(_per_task_table(fconds, final, "fact_accuracy", "Fact accuracy per task"))
