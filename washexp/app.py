@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from washexp import PROJECT_ROOT
 from washexp.config import register
-from washexp.errors import WashexpError
+from washexp.errors import ModelError, WashexpError
 
 _RANGE = re.compile(r"^([\w.]+)=(-?\d+)\.\.(-?\d+)$")
 log = logging.getLogger("washexp")
@@ -54,15 +54,22 @@ def _job_info():
 
 _job_errors: list[str] = []
 """One line per job that ended in a user error. Kept here rather than raised: Hydra would print
-its own report, and a multirun goes on with its other jobs."""
+its own report, and a multirun goes on with its other jobs..."""
+_endpoint_down: list[str] = []
+"""...unless the model endpoint is unusable: then the remaining jobs are skipped."""
 
 
 @hydra.main(config_path=str(PROJECT_ROOT / "conf"), config_name="config", version_base="1.3")
 def _hydra_job(cfg: DictConfig) -> None:
     from washexp.benchmarks import run_benchmark
 
+    if _endpoint_down:
+        return  # the sweep's endpoint failed in an earlier job: every job would wait and fail alike
     try:
         run_benchmark(OmegaConf.to_object(cfg), _job_info())
+    except ModelError as err:
+        _endpoint_down.append(str(err))
+        _job_errors.append(str(err))
     except WashexpError as err:
         _job_errors.append(str(err))
 

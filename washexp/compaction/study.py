@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 from washexp import PROJECT_ROOT
 from washexp.compaction.aggregate import cohort_means
 from washexp.compaction.conditions import Arm, h_impl_for, run_condition
-from washexp.errors import ConfigError
+from washexp.errors import ConfigError, ModelError
 from washexp.fixtures.compaction import Task, load_tasks
 from washexp.hashing import identity_hash, tree_digest
 from washexp.models.base import safe_url
@@ -146,7 +146,11 @@ def run_arm(cfg, job: JobInfo, open_tracker) -> dict[str, float]:
         {**plan.tags, "washexp.kind": "arm"},
         resume_id=resume,
     )
-    per_task, counts = _run_conditions(plan, cfg, tracker, arm_run.run_id)
+    try:
+        per_task, counts = _run_conditions(plan, cfg, tracker, arm_run.run_id)
+    except ModelError as err:
+        arm_run.fail(err)
+        raise
     metrics = arm_metrics(per_task, {t.id: t.cohort for t in plan.tasks})
     table = {t.id: {"cohort": t.cohort, **per_task[t.id]} for t in plan.tasks}
     arm_run.finish(
@@ -195,10 +199,20 @@ def _run_conditions(plan: ArmPlan, cfg, tracker, arm_id: str | None):
                 run_condition, task, plan.arm, plan.roles, generations, cfg.model.answers_per_context, plan.h_impl
             )
             futures[future] = (task, run)
+        fatal: ModelError | None = None
         for future in as_completed(futures):
-            task, run = futures[future]
+            task, run = futures.pop(future)
             try:
                 metrics, artifacts, tables = future.result()
+            except ModelError as err:  # the endpoint is unusable: stop, every later call would fail alike
+                run.fail(err)
+                fatal = fatal or err
+                for pending in futures:
+                    pending.cancel()
+                continue
+            except CancelledError:
+                run.fail(RuntimeError(f"not run: {fatal}"))
+                continue
             except Exception as err:  # a failed planned condition is recorded, and stays in as 0
                 log.error("%s · %s: FAILED: %s", plan.arm.label, task.id, err)
                 run.fail(err)
@@ -207,10 +221,13 @@ def _run_conditions(plan: ArmPlan, cfg, tracker, arm_id: str | None):
                 _progress(plan.arm.label, task.id, "FAILED", counts, len(plan.tasks))
                 continue
             artifacts["config.yaml"] = plan.config_yaml
-            run.finish(metrics, artifacts, manifest_extra={"fixture": task.files, "source": plan.source}, tables=tables)
+            run.finish(metrics, artifacts, manifest_extra={"fixture": task.files, "source": plan.source},
+                       tables=tables)
             per_task[task.id] = metrics
             counts["run"] += 1
             _progress(plan.arm.label, task.id, "done", counts, len(plan.tasks))
+    if fatal:
+        raise fatal
     return per_task, counts
 
 

@@ -102,7 +102,8 @@ class OpenAIModel:
             log.warning("%s: %s; retry %d/%d in %.1fs", self.endpoint, last, attempt + 1,
                         self.max_retries, wait)
             time.sleep(min(wait, BACKOFF_CAP_S))
-        raise ModelError(f"{self.endpoint}: gave up after {self.max_retries + 1} attempts; "
+        tries = self.max_retries + 1
+        raise ModelError(f"{self.endpoint}: gave up after {tries} attempt{'s' if tries > 1 else ''}; "
                          f"last error: {last}")
 
     def _once(self, request: ChatRequest) -> ChatResponse:

@@ -1,0 +1,31 @@
+"""An unusable endpoint ends the sweep in one line and a non-zero exit, with no run left open."""
+
+from __future__ import annotations
+
+import socket
+
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import run_cli
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:  # bound, then released: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_endpoint_stops_the_sweep(store):
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    proc = run_cli(["-m", "topn=0,1", "model=openai", f"model.base_url={url}", "model.name=qwen3.8-max",
+                    "model.max_retries=0", f"model.recordings={store / 'rec'}", "task=[backup,refactor]"],
+                   store, check=False, env={"CI": "1"})
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"washexp: {url}: gave up after 1 attempt;")
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("compaction").experiment_id])
+    # The first arm stopped; the second job never started (it would only have waited and failed alike).
+    assert sorted(r.info.run_name for r in runs) == ["S top0 · arm", "S top0 · backup", "S top0 · refactor"]
+    assert {r.info.status for r in runs} == {"FAILED"}
+    assert all("gave up" in r.data.tags["washexp.error"] for r in runs)
