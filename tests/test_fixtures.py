@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from washexp.errors import FixtureError
+from washexp.fixtures import collect
 from washexp.fixtures.compaction import load_task, load_tasks, structural_cohort
 from washexp.needles import contains
 
@@ -72,13 +75,15 @@ def _broken_copy(tmp_path: Path, task_id: str, edit) -> Path:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d, f: d["needles"]["request_id"].append("req-0000"), "needles.request_id: 'req-0000' is in no tool result"),
+        (lambda d, f: d["needles"]["request_id"].append("req-0000"),
+         "needles.request_id: 'req-0000' is in no tool result"),
         (lambda d, f: d["needles"]["upstream"].append("ERROR"), "needles.upstream: 'ERROR' is in the query"),
         (lambda d, f: d["fields"].update(status="HTTP status, e.g. 502"), "leaks through a field description"),
         (lambda d, f: d["expected"].pop("status"), "expected: must name exactly the fields (status differ)"),
         (lambda d, f: d.update(declared_cohort="control:short_fixture"), "declared_cohort"),
         (lambda d, f: d.update(id="other"), "id: 'other' differs from the folder"),
-        (lambda d, f: d["expected"].update(timestamp=__import__("datetime").date(2026, 8, 8)), "expected.timestamp: date is not a JSON type"),
+        (lambda d, f: d["expected"].update(timestamp=__import__("datetime").date(2026, 8, 8)),
+         "expected.timestamp: date is not a JSON type"),
         (lambda d, f: d.update(unordered_fields=["status"]), "unordered_fields.status: only a list can ignore order"),
     ],
 )
@@ -114,15 +119,68 @@ def test_digest_changes_with_any_file(tmp_path):
     assert load_task(folder).digest != before
 
 
-@pytest.mark.parametrize("generator", sorted(FIXTURES.glob("*/gen_*.py")) + sorted(FIXTURES.glob("*/make_trajectory.py")),
-                         ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_generated_fixtures_reproduce_byte_for_byte(tmp_path, generator):
-    import subprocess
-    import sys
-
+@pytest.mark.parametrize("generator", sorted(FIXTURES.glob("*/gen_*.py")), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_generated_sources_reproduce_byte_for_byte(tmp_path, generator):
     folder = tmp_path / generator.parent.name
     shutil.copytree(generator.parent, folder)
-    before = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    def files():
+        return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*")
+                if p.is_file() and "__pycache__" not in p.parts}
+
+    before = files()
     subprocess.run([sys.executable, str(folder / generator.name)], cwd=folder, check=True, capture_output=True)
-    after = {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
-    assert after == before
+    assert files() == before
+
+
+@pytest.mark.parametrize("task_id", sorted(SPEC_TASKS))
+def test_trajectory_is_built_from_collection_yaml(task_id):
+    folder = FIXTURES / task_id
+    assert (folder / "trajectory.json").read_bytes() == collect.dumps(collect.build(folder)).encode("utf-8")
+
+
+def test_check_names_a_stale_trajectory(tmp_path, capsys):
+    folder = tmp_path / "meeting_notes"
+    shutil.copytree(FIXTURES / "meeting_notes", folder)
+    assert collect.main(["--check", str(folder)]) == 0
+    spec = folder / "collection.yaml"
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(text.replace("Reading the meeting notes.", "Reading."), encoding="utf-8")
+    assert collect.main(["--check", str(folder)]) == 1
+    assert str(folder / "trajectory.json") in capsys.readouterr().err
+    assert collect.main([str(folder)]) == 0
+    assert collect.main(["--check", str(folder)]) == 0
+
+
+def _numbered_file(tmp_path: Path, n: int) -> Path:
+    lines = [f"line {i}" + (" MATCH" if i in (10, 30) else "") for i in range(1, n + 1)]
+    (tmp_path / "f.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return tmp_path
+
+
+def test_read_file_pages_with_offset_and_limit(tmp_path):
+    src = _numbered_file(tmp_path, 12)
+    assert collect.read_file(src, "f.log", offset=11, limit=5) == "    11|line 11\n    12|line 12"
+    assert collect.read_file(src, "f.log", offset=2, limit=2) == "     2|line 2\n     3|line 3"
+    assert collect.read_file(src, "f.log").splitlines()[-1] == "    12|line 12"
+    with pytest.raises(TypeError):
+        collect.read_file(src, "f.log", pattern="MATCH")
+
+
+def test_view_keeps_line_numbers_and_marks_omissions(tmp_path):
+    src = _numbered_file(tmp_path, 40)
+    args = {"view": "head+match+tail", "head": 2, "pattern": "MATCH", "context": 1, "tail": 3}
+    assert collect.read_file(src, "f.log", **args).splitlines() == [
+        "     1|line 1", "     2|line 2", "... [lines 3-8 omitted] ...",
+        "     9|line 9", "    10|line 10 MATCH", "    11|line 11", "... [lines 12-28 omitted] ...",
+        "    29|line 29", "    30|line 30 MATCH", "    31|line 31", "... [lines 32-37 omitted] ...",
+        "    38|line 38", "    39|line 39", "    40|line 40",
+    ]
+    assert collect.read_file(src, "f.log", view="head+match", head=1, pattern="NOPE").splitlines() == [
+        "     1|line 1", "... [lines 2-40 omitted; no line matches 'NOPE'; 40 lines total] ...",
+    ]
+    assert collect.read_file(src, "f.log", view="head+match", pattern="MATCH", context=0).splitlines() == [
+        "... [lines 1-9 omitted] ...", "    10|line 10 MATCH", "... [lines 11-29 omitted] ...",
+        "    30|line 30 MATCH", "... [lines 31-40 omitted; 40 lines total] ...",
+    ]
+    with pytest.raises(ValueError, match="tail needs the view 'head\\+match\\+tail'"):
+        collect.read_file(src, "f.log", view="head+match", pattern="MATCH", tail=2)
