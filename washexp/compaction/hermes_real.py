@@ -16,14 +16,16 @@ What is Hermes' own and what is the study's:
   attempt's target (the per-task allowance, then 0.8x per retry, at most three attempts,
   measured in Qwen tokens as in ``compaction.hermes``), and the study's word limit is appended
   to the prompt Hermes built.
-- The prompt's date is frozen when the installed version has a date line
-  (``_today_for_prompt``); 0.16.0 has none.
+- The prompt's date is frozen (``FROZEN_DATE``), so the request, and with it the recording, is
+  the same on any day: 0.19 reads it from ``hermes_time.now()``, other versions from
+  ``_today_for_prompt``; 0.16.0 has no date line.
 - An exception from the model (an unreachable endpoint) is re-raised: Hermes would swallow it
   and return None, which must not pass for an invalid checkpoint.
 """
 
 from __future__ import annotations
 
+import datetime
 import importlib.metadata
 import threading
 from collections.abc import Callable
@@ -34,7 +36,7 @@ from washexp.tokens import count
 
 CONTEXT_LENGTH = 131_072
 """Passed as ``config_context_length`` so Hermes never probes an endpoint for it."""
-FROZEN_DATE = "2026-01-01"
+FROZEN_DATE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 LENGTH_LIMIT = ("\n\nLength limit: at most {words} words in total. Sections that are not "
                 "essential may be left out entirely, but always keep the task section and "
                 "## Critical Context.")
@@ -74,7 +76,17 @@ def _install() -> None:
         call_llm._washexp_route = True
         cc.call_llm = call_llm
         if hasattr(cc, "_today_for_prompt"):
-            cc._today_for_prompt = lambda *a, **k: FROZEN_DATE
+            cc._today_for_prompt = lambda *a, **k: FROZEN_DATE.strftime("%Y-%m-%d")
+        try:
+            import hermes_time
+        except ImportError:
+            return
+        original_now = hermes_time.now
+
+        def now(*args, **kwargs):  # frozen only while a study compressor runs on this thread
+            return FROZEN_DATE if getattr(_route, "fn", None) else original_now(*args, **kwargs)
+
+        hermes_time.now = now
 
 
 def _compressor(chat: Chat, model_name: str, target: int, words: int):
