@@ -50,10 +50,11 @@ class FoundRun:
 
 
 class Run:
-    """An open MLflow run: log results once, then it is FINISHED or FAILED."""
+    """An open MLflow run: log results once, then it is FINISHED or FAILED. Params, metrics and
+    tags go to the store in one batch when it closes (one write instead of two per run)."""
 
-    def __init__(self, tracker: Tracker | None, run_id: str | None):
-        self._tracker, self.run_id = tracker, run_id
+    def __init__(self, tracker: Tracker | NullTracker | None, run_id: str | None, params: dict[str, Any]):
+        self._tracker, self.run_id, self._params = tracker, run_id, params
 
     def finish(self, metrics: dict[str, float], artifacts: dict[str, str | bytes],
                manifest_extra: dict[str, dict[str, str]] | None = None,
@@ -65,13 +66,14 @@ class Run:
             artifacts = {**artifacts, **{f: _table_json(d) for f, d in (tables or {}).items()}}
             if tables:
                 tags = {**(tags or {}), **_table_tag(tables)}
-            self._tracker._close(self.run_id, metrics, artifacts, manifest_extra or {}, tags or {}, "FINISHED")
+            self._tracker._close(self.run_id, self._params, metrics, artifacts, manifest_extra or {}, tags or {},
+                                 "FINISHED")
 
     def fail(self, error: BaseException) -> None:
         if self._tracker:
             text = "".join(traceback.format_exception(error))
             tags = {"washexp.error": f"{type(error).__name__}: {error}"[:5000]}
-            self._tracker._close(self.run_id, {}, {"error.txt": text}, {}, tags, "FAILED")
+            self._tracker._close(self.run_id, self._params, {}, {"error.txt": text}, {}, tags, "FAILED")
 
 
 class Tracker:
@@ -106,14 +108,12 @@ class Tracker:
               parent_id: str | None = None, resume_id: str | None = None) -> Run:
         if resume_id:
             self.client.update_run(resume_id, status="RUNNING")
-            return Run(self, resume_id)
+            return Run(self, resume_id, params)
         tags = {**tags, HASH_TAG: identity_hash}
         if parent_id:
             tags["mlflow.parentRunId"] = parent_id
         run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
-        run_id = run.info.run_id
-        self._log_batch(run_id, params=params)
-        return Run(self, run_id)
+        return Run(self, run.info.run_id, params)
 
     def adopt(self, run_id: str, parent_id: str) -> None:
         """Hang a reused finished run under a new parent (a resumed arm)."""
@@ -129,7 +129,7 @@ class Tracker:
         for i in range(0, max(len(ps), len(ms), len(ts)), _BATCH):
             self.client.log_batch(run_id, metrics=ms[i:i + _BATCH], params=ps[i:i + _BATCH], tags=ts[i:i + _BATCH])
 
-    def _close(self, run_id, metrics, artifacts, manifest_extra, tags, status) -> None:
+    def _close(self, run_id, params, metrics, artifacts, manifest_extra, tags, status) -> None:
         manifest = {"artifacts": {}, **manifest_extra}
         with tempfile.TemporaryDirectory(prefix="washexp-") as tmp:
             for rel, content in sorted(artifacts.items()):
@@ -145,7 +145,7 @@ class Tracker:
         mirrored["washexp.sha256.manifest"] = sha256_bytes(blob)
         for name, files in manifest_extra.items():
             mirrored[f"washexp.sha256.{name}"] = tree_digest(files)
-        self._log_batch(run_id, metrics=metrics, tags={**tags, **mirrored})
+        self._log_batch(run_id, params=params, metrics=metrics, tags={**tags, **mirrored})
         self.client.set_terminated(run_id, status)
 
 
@@ -164,15 +164,15 @@ class NullTracker:
     def find(self, identity_hash: str) -> FoundRun | None:
         return self._finished.get(identity_hash)
 
-    def start(self, name: str, identity_hash: str, *args, **kwargs) -> Run:
+    def start(self, name: str, identity_hash: str, params: dict[str, Any], *args, **kwargs) -> Run:
         run_id = f"untracked-{next(self._ids)}"
         self._open[run_id] = identity_hash
-        return Run(self, run_id)
+        return Run(self, run_id, params)
 
     def adopt(self, run_id: str, parent_id: str) -> None:
         pass
 
-    def _close(self, run_id, metrics, artifacts, manifest_extra, tags, status) -> None:
+    def _close(self, run_id, params, metrics, artifacts, manifest_extra, tags, status) -> None:
         identity = self._open.pop(run_id)
         if status == "FINISHED":
             self._finished[identity] = FoundRun(run_id, status, dict(metrics), None)
