@@ -30,25 +30,43 @@ from tests.openai_server import Script, serve  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--latency", type=float, default=0.5,
-                        help="seconds per request (default 0.5: a short reader call on a served model)")
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.5,
+        help="seconds per request (default 0.5: a short reader call on a served model)",
+    )
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--tracking", action="store_true", help="track to a temporary SQLite store")
     args = parser.parse_args()
     script = Script(latency=args.latency)
     with tempfile.TemporaryDirectory() as tmp, serve(script) as url:
         folder = Path(tmp)
-        tracking = ([f"tracking.uri=sqlite:///{folder / 'mlflow.db'}",
-                     f"tracking.artifacts={folder / 'mlruns'}"] if args.tracking else ["tracking=off"])
-        command = [sys.executable, str(ROOT / "run.py"), "-m", "method=full,S,H", "topn=0..5",
-                   "model=openai", f"model.base_url={url}", "model.name=qwen3.8-max",
-                   "model.platform=scripted-test-server", f"model.recordings={folder / 'rec'}",
-                   f"model.max_concurrency={args.concurrency}", "model.generations=3",
-                   "model.answers_per_context=2", "task=all", *tracking,
-                   f"hydra.sweep.dir={folder / 'multirun'}"]
+        tracking = (
+            [f"tracking.uri=sqlite:///{folder / 'mlflow.db'}", f"tracking.artifacts={folder / 'mlruns'}"]
+            if args.tracking
+            else ["tracking=off"]
+        )
+        command = [
+            sys.executable,
+            str(ROOT / "run.py"),
+            "-m",
+            "method=full,S,H",
+            "topn=0..5",
+            "model=openai",
+            f"model.base_url={url}",
+            "model.name=qwen3.8-max",
+            "model.platform=scripted-test-server",
+            f"model.recordings={folder / 'rec'}",
+            f"model.max_concurrency={args.concurrency}",
+            "model.generations=3",
+            "model.answers_per_context=2",
+            "task=all",
+            *tracking,
+            f"hydra.sweep.dir={folder / 'multirun'}",
+        ]
         start = time.perf_counter()
-        subprocess.run(command, cwd=folder, check=True, capture_output=True,
-                       env={**os.environ, "CI": "1"})
+        subprocess.run(command, cwd=folder, check=True, capture_output=True, env={**os.environ, "CI": "1"})
         wall = time.perf_counter() - start
     requests = script.count()
     ideal = requests * args.latency / args.concurrency

@@ -23,9 +23,12 @@ SWEEP = ["-m", "method=S,H", "topn=0..5"]
 
 def timed(extra: list[str], folder: Path) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, str(ROOT / "run.py"), *SWEEP, *extra,
-                    f"hydra.sweep.dir={folder / 'multirun'}"],
-                   cwd=folder, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "run.py"), *SWEEP, *extra, f"hydra.sweep.dir={folder / 'multirun'}"],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+    )
     return time.perf_counter() - start
 
 
@@ -37,14 +40,21 @@ def main() -> None:
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             store = Path(tmp)
-            tracked.append(timed([f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
-                                  f"tracking.artifacts={store / 'mlruns'}"], store))
+            tracked.append(
+                timed(
+                    [f"tracking.uri=sqlite:///{store / 'mlflow.db'}", f"tracking.artifacts={store / 'mlruns'}"], store
+                )
+            )
             untracked.append(timed(["tracking=off"], store))
     for name, values in (("tracking on (SQLite + artifacts)", tracked), ("tracking off", untracked)):
-        print(f"{name:34s} median {statistics.median(values):6.2f} s  "
-              f"(min {min(values):.2f}, max {max(values):.2f}, n={len(values)})")
-    print(f"{'tracking overhead':34s} median {statistics.median(tracked) - statistics.median(untracked):6.2f} s "
-          f"for 12 arm runs + 168 condition runs")
+        print(
+            f"{name:34s} median {statistics.median(values):6.2f} s  "
+            f"(min {min(values):.2f}, max {max(values):.2f}, n={len(values)})"
+        )
+    print(
+        f"{'tracking overhead':34s} median {statistics.median(tracked) - statistics.median(untracked):6.2f} s "
+        f"for 12 arm runs + 168 condition runs"
+    )
 
 
 if __name__ == "__main__":

@@ -29,10 +29,24 @@ PORT = 9333
 async def main(url: str, out: str) -> None:
     profile = tempfile.mkdtemp(prefix="washexp-chrome-")
     chrome = subprocess.Popen(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", "--window-size=1600,1000", f"--remote-debugging-port={PORT}",
-         "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--window-size=1600,1000",
+            f"--remote-debugging-port={PORT}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         page = _page_ws()
         async with websockets.connect(page, max_size=None) as ws:
@@ -50,8 +64,7 @@ async def main(url: str, out: str) -> None:
                 r = await call("Runtime.evaluate", expression=expr, awaitPromise=True, returnByValue=True)
                 return r.get("result", {}).get("value")
 
-            await call("Emulation.setDeviceMetricsOverride", width=1600, height=1000, deviceScaleFactor=1,
-                       mobile=False)
+            await call("Emulation.setDeviceMetricsOverride", width=1600, height=1000, deviceScaleFactor=1, mobile=False)
             await call("Page.navigate", url=url)
             await asyncio.sleep(8)
             # every arm visible: the eye menu in the run list header -> "Show all runs"
@@ -64,8 +77,7 @@ async def main(url: str, out: str) -> None:
                 await asyncio.sleep(1)
             else:
                 raise SystemExit("could not switch the run list to 'Show all runs'")
-            await call("Input.dispatchKeyEvent", type="keyDown", key="Escape", code="Escape",
-                       windowsVirtualKeyCode=27)
+            await call("Input.dispatchKeyEvent", type="keyDown", key="Escape", code="Escape", windowsVirtualKeyCode=27)
             await asyncio.sleep(1)
             # charts filtered to the primary cohort's retention and reduction
             await js(TYPE % (json.dumps("input[placeholder='Search metric charts']"), json.dumps("primary/re")))

@@ -12,14 +12,23 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_cli(args: list[str], store: Path, cwd: Path | None = None, env: dict | None = None,
-            check: bool = True) -> subprocess.CompletedProcess:
+def run_cli(
+    args: list[str], store: Path, cwd: Path | None = None, env: dict | None = None, check: bool = True
+) -> subprocess.CompletedProcess:
     """``python run.py ARGS`` with tracking in ``store``, from a directory that is not the root."""
-    tracking = [f"tracking.uri=sqlite:///{store / 'mlflow.db'}", f"tracking.artifacts={store / 'mlruns'}",
-                f"hydra.sweep.dir={store / 'multirun'}", f"hydra.run.dir={store / 'outputs'}"]
+    tracking = [
+        f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
+        f"tracking.artifacts={store / 'mlruns'}",
+        f"hydra.sweep.dir={store / 'multirun'}",
+        f"hydra.run.dir={store / 'outputs'}",
+    ]
     proc = subprocess.run(
         [sys.executable, str(ROOT / "run.py"), *args, *tracking],
-        cwd=cwd or store, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600,
+        cwd=cwd or store,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"run.py {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")

@@ -29,8 +29,10 @@ from washexp.fixtures.compaction import load_tasks
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compaction"
 S_BODY = "Scripted summary from the test server (not a model): {n} units were read."
-H_BODY = ("## Historical Task Snapshot\nNone. This session contains no user-authored turns.\n\n"
-          "## Critical Context\n- scripted checkpoint body from the test server")
+H_BODY = (
+    "## Historical Task Snapshot\nNone. This session contains no user-authored turns.\n\n"
+    "## Critical Context\n- scripted checkpoint body from the test server"
+)
 
 
 def wrong_type(value):
@@ -116,8 +118,15 @@ class _Handler(BaseHTTPRequestHandler):
         kind, task = s.classify(messages)
         with s.lock:
             forced = s.forced.popleft() if s.forced else None
-            s.requests.append({"kind": kind, "task": task.id if task else None, "body": body,
-                               "headers": dict(self.headers), "forced": forced})
+            s.requests.append(
+                {
+                    "kind": kind,
+                    "task": task.id if task else None,
+                    "body": body,
+                    "headers": dict(self.headers),
+                    "forced": forced,
+                }
+            )
             s.in_flight += 1
             s.peak = max(s.peak, s.in_flight)
         try:
@@ -129,22 +138,32 @@ class _Handler(BaseHTTPRequestHandler):
             if forced and forced.startswith("hang:"):
                 time.sleep(float(forced.split(":")[1]))
             elif forced and forced.startswith("429:"):
-                return self._send(429, {"error": {"message": "scripted rate limit"}},
-                                  {"Retry-After": forced.split(":")[1]})
+                return self._send(
+                    429, {"error": {"message": "scripted rate limit"}}, {"Retry-After": forced.split(":")[1]}
+                )
             elif forced == "500":
                 return self._send(500, {"error": {"message": "scripted server error"}})
             elif forced == "400":
-                return self._send(400, {"error": {"message": "scripted: this model does not "
-                                                             "accept that request"}})
+                return self._send(400, {"error": {"message": "scripted: this model does not accept that request"}})
             text = s.reply(kind, task, messages)
             prompt_tokens = sum(len(str(m.get("content") or "")) for m in messages) // 4
-            self._send(200, {
-                "id": "chatcmpl-scripted", "object": "chat.completion", "created": 0,
-                "model": body.get("model", "?"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(text) // 4,
-                          "total_tokens": prompt_tokens + len(text) // 4}})
+            self._send(
+                200,
+                {
+                    "id": "chatcmpl-scripted",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body.get("model", "?"),
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    ],
+                    "usage": {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": len(text) // 4,
+                        "total_tokens": prompt_tokens + len(text) // 4,
+                    },
+                },
+            )
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:

@@ -24,8 +24,9 @@ def reference():
 
 def _with_writer(roles, write):
     # A distinct spec keeps the memoized frozen S/H of the real reference roles out of reach.
-    return dataclasses.replace(roles, spec={**roles.spec, "checkpoint": write.__name__},
-                               checkpoint_writer=lambda task_id, g: write)
+    return dataclasses.replace(
+        roles, spec={**roles.spec, "checkpoint": write.__name__}, checkpoint_writer=lambda task_id, g: write
+    )
 
 
 def test_h_that_invents_a_user_is_invalid_and_scores_zero(reference):
@@ -54,8 +55,14 @@ def test_h_over_the_allowance_three_times_is_invalid(reference):
 def test_h_no_shorter_than_full_is_invalid(reference):
     task = load_task(FIXTURES / "package_versions")
     real = run_condition(task, Arm("H", 0), reference, 1, 0)[0]
-    sizes = Sizes(evidence_tokens=0, allowance=int(real["allowance"]), protected_tokens=0,
-                  full_input_tokens=int(real["input_tokens"]), ceiling_base=10_000, ceiling=10_000)
+    sizes = Sizes(
+        evidence_tokens=0,
+        allowance=int(real["allowance"]),
+        protected_tokens=0,
+        full_input_tokens=int(real["input_tokens"]),
+        ceiling_base=10_000,
+        ceiling=10_000,
+    )
     out = _outcome(task, Arm("H", 0), reference, 0, sizes)
     assert out.context is None and out.invalid.startswith(f"H input {int(real['input_tokens'])} >= Full")
 

@@ -17,9 +17,21 @@ def _closed_port() -> int:
 
 def test_unreachable_endpoint_stops_the_sweep(store):
     url = f"http://127.0.0.1:{_closed_port()}/v1"
-    proc = run_cli(["-m", "topn=0,1", "model=openai", f"model.base_url={url}", "model.name=qwen3.8-max",
-                    "model.max_retries=0", f"model.recordings={store / 'rec'}", "task=[backup,refactor]"],
-                   store, check=False, env={"CI": "1"})
+    proc = run_cli(
+        [
+            "-m",
+            "topn=0,1",
+            "model=openai",
+            f"model.base_url={url}",
+            "model.name=qwen3.8-max",
+            "model.max_retries=0",
+            f"model.recordings={store / 'rec'}",
+            "task=[backup,refactor]",
+        ],
+        store,
+        check=False,
+        env={"CI": "1"},
+    )
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"washexp: {url}: gave up after 1 attempt;")

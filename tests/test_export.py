@@ -20,8 +20,20 @@ TASKS = "task=[backup,refactor,meeting_notes,payment]"  # payment is primary, th
 
 def export(store: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "export", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}",
-         "--out", str(out), *extra], capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "washexp.cli",
+            "export",
+            "--tracking-uri",
+            f"sqlite:///{store / 'mlflow.db'}",
+            "--out",
+            str(out),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"export exited {proc.returncode}:\n{proc.stderr[-3000:]}")
@@ -77,8 +89,9 @@ def test_markdown_shows_counts_and_labels_the_baseline(study):
     assert "labelled deterministic baseline" in md and "not a model result" in md
     assert "n is small: 1 primary and 3 control tasks" in md
     assert "n/a — reference model has no reader" in md
-    s1 = [c.data.metrics for c in _final_conditions(runs)
-          if _label(c) == "S top1" and c.data.tags["cohort"] == "control"]
+    s1 = [
+        c.data.metrics for c in _final_conditions(runs) if _label(c) == "S top1" and c.data.tags["cohort"] == "control"
+    ]
     shortened = f"{sum(m['contexts_shortened'] for m in s1):.0f}/{sum(m['contexts'] for m in s1):.0f}"
     s1_line = next(line for line in md.splitlines() if line.startswith("| S top1 | 3 |"))
     assert f"| {shortened} |" in s1_line
@@ -94,8 +107,9 @@ def test_per_task_cells_and_run_ids_come_from_the_runs(study):
     listed = {r["run_id"] for r in record["tables"]["runs"]["rows"]}
     assert listed == {r.info.run_id for r in runs}  # every run is behind some number, none is made up
     fixtures = record["provenance"]["fixtures sha256 (task folder tree digest)"]
-    assert {c.data.tags["task"]: c.data.tags["washexp.sha256.fixture"] for c in runs
-            if "task" in c.data.tags} == fixtures
+    assert {
+        c.data.tags["task"]: c.data.tags["washexp.sha256.fixture"] for c in runs if "task" in c.data.tags
+    } == fixtures
 
 
 def test_preflight_is_listed_apart(study):
@@ -162,9 +176,11 @@ def test_grades_tables_gather_across_runs(study):
 
 def test_user_errors_are_one_line(study, tmp_path):
     store = study[0]
-    for extra, says in ((["--experiment", "nope", "--topic", "compaction"], "no experiment 'nope'"),
-                        (["--date", "2000-01-01"], "no finished arm runs"),
-                        (["--topic", "wash"], "unknown record builder 'wash'")):
+    for extra, says in (
+        (["--experiment", "nope", "--topic", "compaction"], "no experiment 'nope'"),
+        (["--date", "2000-01-01"], "no finished arm runs"),
+        (["--topic", "wash"], "unknown record builder 'wash'"),
+    ):
         proc = export(store, tmp_path, *extra, check=False)
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
     assert not list(tmp_path.iterdir())

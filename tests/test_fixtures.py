@@ -75,15 +75,19 @@ def _broken_copy(tmp_path: Path, task_id: str, edit) -> Path:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d, f: d["needles"]["request_id"].append("req-0000"),
-         "needles.request_id: 'req-0000' is in no tool result"),
+        (
+            lambda d, f: d["needles"]["request_id"].append("req-0000"),
+            "needles.request_id: 'req-0000' is in no tool result",
+        ),
         (lambda d, f: d["needles"]["upstream"].append("ERROR"), "needles.upstream: 'ERROR' is in the query"),
         (lambda d, f: d["fields"].update(status="HTTP status, e.g. 502"), "leaks through a field description"),
         (lambda d, f: d["expected"].pop("status"), "expected: must name exactly the fields (status differ)"),
         (lambda d, f: d.update(declared_cohort="control:short_fixture"), "declared_cohort"),
         (lambda d, f: d.update(id="other"), "id: 'other' differs from the folder"),
-        (lambda d, f: d["expected"].update(timestamp=__import__("datetime").date(2026, 8, 8)),
-         "expected.timestamp: date is not a JSON type"),
+        (
+            lambda d, f: d["expected"].update(timestamp=__import__("datetime").date(2026, 8, 8)),
+            "expected.timestamp: date is not a JSON type",
+        ),
         (lambda d, f: d.update(unordered_fields=["status"]), "unordered_fields.status: only a list can ignore order"),
     ],
 )
@@ -123,9 +127,13 @@ def test_digest_changes_with_any_file(tmp_path):
 def test_generated_sources_reproduce_byte_for_byte(tmp_path, generator):
     folder = tmp_path / generator.parent.name
     shutil.copytree(generator.parent, folder)
+
     def files():
-        return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*")
-                if p.is_file() and "__pycache__" not in p.parts}
+        return {
+            p.relative_to(folder): p.read_bytes()
+            for p in folder.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        }
 
     before = files()
     subprocess.run([sys.executable, str(folder / generator.name)], cwd=folder, check=True, capture_output=True)
@@ -170,17 +178,31 @@ def test_view_keeps_line_numbers_and_marks_omissions(tmp_path):
     src = _numbered_file(tmp_path, 40)
     args = {"view": "head+match+tail", "head": 2, "pattern": "MATCH", "context": 1, "tail": 3}
     assert collect.read_file(src, "f.log", **args).splitlines() == [
-        "     1|line 1", "     2|line 2", "... [lines 3-8 omitted] ...",
-        "     9|line 9", "    10|line 10 MATCH", "    11|line 11", "... [lines 12-28 omitted] ...",
-        "    29|line 29", "    30|line 30 MATCH", "    31|line 31", "... [lines 32-37 omitted] ...",
-        "    38|line 38", "    39|line 39", "    40|line 40",
+        "     1|line 1",
+        "     2|line 2",
+        "... [lines 3-8 omitted] ...",
+        "     9|line 9",
+        "    10|line 10 MATCH",
+        "    11|line 11",
+        "... [lines 12-28 omitted] ...",
+        "    29|line 29",
+        "    30|line 30 MATCH",
+        "    31|line 31",
+        "... [lines 32-37 omitted] ...",
+        "    38|line 38",
+        "    39|line 39",
+        "    40|line 40",
     ]
     assert collect.read_file(src, "f.log", view="head+match", head=1, pattern="NOPE").splitlines() == [
-        "     1|line 1", "... [lines 2-40 omitted; no line matches 'NOPE'; 40 lines total] ...",
+        "     1|line 1",
+        "... [lines 2-40 omitted; no line matches 'NOPE'; 40 lines total] ...",
     ]
     assert collect.read_file(src, "f.log", view="head+match", pattern="MATCH", context=0).splitlines() == [
-        "... [lines 1-9 omitted] ...", "    10|line 10 MATCH", "... [lines 11-29 omitted] ...",
-        "    30|line 30 MATCH", "... [lines 31-40 omitted; 40 lines total] ...",
+        "... [lines 1-9 omitted] ...",
+        "    10|line 10 MATCH",
+        "... [lines 11-29 omitted] ...",
+        "    30|line 30 MATCH",
+        "... [lines 31-40 omitted; 40 lines total] ...",
     ]
     with pytest.raises(ValueError, match="tail needs the view 'head\\+match\\+tail'"):
         collect.read_file(src, "f.log", view="head+match", pattern="MATCH", tail=2)

@@ -67,8 +67,14 @@ def test_missing_field_scores_zero(payment):
 
 @pytest.mark.parametrize(
     "text",
-    ['{"facts": {"incident_id": "PAY-4827"', '```json\n{"facts": {}}\n```', '{"incident_id": "PAY-4827"}',
-     '{"facts": ["PAY-4827"]}', "The incident was PAY-4827.", ""],
+    [
+        '{"facts": {"incident_id": "PAY-4827"',
+        '```json\n{"facts": {}}\n```',
+        '{"incident_id": "PAY-4827"}',
+        '{"facts": ["PAY-4827"]}',
+        "The incident was PAY-4827.",
+        "",
+    ],
 )
 def test_malformed_reply_scores_zero_everywhere(payment, text):
     g = grade(payment, text)

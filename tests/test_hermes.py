@@ -35,8 +35,7 @@ FOCUS = "Investigate the original payment retry incident."
 
 
 def _call(call_id: str, name: str, **args) -> dict:
-    return {"role": "assistant", "content": "",
-            "tool_calls": [{"id": call_id, "name": name, "arguments": args}]}
+    return {"role": "assistant", "content": "", "tool_calls": [{"id": call_id, "name": name, "arguments": args}]}
 
 
 def _result(call_id: str, name: str, content: str) -> dict:
@@ -52,19 +51,33 @@ def _noisy_log(n_lines: int, middle: str) -> str:
 
 def _payment_turns() -> list[dict]:
     """Evidence-only turns (assistant + tool), shaped like the payment task's trajectory."""
-    source = "\n".join(f"{i:>6}|{line}" for i, line in enumerate([
-        "import uuid", "", "MAX_ATTEMPTS = 3", "NO_RETRY_STATUSES = {402, 422}",
-        "def attempt_key(invoice, n): return f'pay-{chr(96 + n)}'",
-        "def charge(invoice, amount_minor):", "    ...",
-    ], start=1))
-    incident = ("incident PAY-4827 opened 2024-03-05T09:14:00Z by on-call\n"
-                "invoice INV-731 amount_minor=12900 currency=EUR\n"
-                "attempt pay-a: gateway timeout after 30s (first attempt committed)\n"
-                "attempt pay-b: succeeded as charge CH-991\n"
-                "gateway endpoint 10.0.4.17:8443 running payments-gw v2.14.1")
-    tests = ("tests/test_retry.py::test_timeout_then_success PASSED (attempts=2)\n"
-             "tests/test_retry.py::test_validation_422 PASSED (attempts=1)\n"
-             "tests/test_retry.py::test_three_timeouts PASSED (attempts=3)")
+    source = "\n".join(
+        f"{i:>6}|{line}"
+        for i, line in enumerate(
+            [
+                "import uuid",
+                "",
+                "MAX_ATTEMPTS = 3",
+                "NO_RETRY_STATUSES = {402, 422}",
+                "def attempt_key(invoice, n): return f'pay-{chr(96 + n)}'",
+                "def charge(invoice, amount_minor):",
+                "    ...",
+            ],
+            start=1,
+        )
+    )
+    incident = (
+        "incident PAY-4827 opened 2024-03-05T09:14:00Z by on-call\n"
+        "invoice INV-731 amount_minor=12900 currency=EUR\n"
+        "attempt pay-a: gateway timeout after 30s (first attempt committed)\n"
+        "attempt pay-b: succeeded as charge CH-991\n"
+        "gateway endpoint 10.0.4.17:8443 running payments-gw v2.14.1"
+    )
+    tests = (
+        "tests/test_retry.py::test_timeout_then_success PASSED (attempts=2)\n"
+        "tests/test_retry.py::test_validation_422 PASSED (attempts=1)\n"
+        "tests/test_retry.py::test_three_timeouts PASSED (attempts=3)"
+    )
     return [
         _call("call_1", "read_file", path="src/payments/retry.py"),
         _result("call_1", "read_file", source),
@@ -94,37 +107,49 @@ def _body(critical: str, snapshot: str = NO_USER_SENTINEL) -> str:
 
 # --- serialization ---------------------------------------------------------------------------
 
+
 def test_tool_result_over_6000_chars_keeps_head_4000_and_tail_1500_only():
     """Trap: the middle of a long unit never reaches the writer, so H cannot keep it."""
     middle = "MIDDLE-LINE build step 2000 of 4000 marker=Q7"
     unit = _noisy_log(240, middle)[:9000]
     assert len(unit) == 9000 and middle in unit
     text = serialize_turns([_result("call_9", "terminal", unit)])
-    assert text == ("[TOOL RESULT call_9]: " + unit[:CONTENT_HEAD] + TRUNCATION_MARKER
-                    + unit[-CONTENT_TAIL:])
+    assert text == ("[TOOL RESULT call_9]: " + unit[:CONTENT_HEAD] + TRUNCATION_MARKER + unit[-CONTENT_TAIL:])
     assert TRUNCATION_MARKER == "\n...[truncated]...\n"
     assert middle not in text
 
 
 def test_think_blocks_are_stripped_and_tool_calls_rendered_with_json_args():
     """Trap: hidden reasoning leaking into the summary input; tool calls losing their args."""
-    turns = [{"role": "assistant",
-              "content": "<think>private plan: guess INV-000</think>Reading the retry module.",
-              "tool_calls": [{"id": "c1", "name": "read_file",
-                              "arguments": {"path": "src/payments/retry.py", "offset": 1}}]},
-             _result("c1", "read_file", "     1|MAX_ATTEMPTS = 3")]
+    turns = [
+        {
+            "role": "assistant",
+            "content": "<think>private plan: guess INV-000</think>Reading the retry module.",
+            "tool_calls": [
+                {"id": "c1", "name": "read_file", "arguments": {"path": "src/payments/retry.py", "offset": 1}}
+            ],
+        },
+        _result("c1", "read_file", "     1|MAX_ATTEMPTS = 3"),
+    ]
     text = serialize_turns(turns)
     assert "private plan" not in text and "<think>" not in text
-    assert text == ('[ASSISTANT]: Reading the retry module.\n[Tool calls:\n'
-                    '  read_file({"path": "src/payments/retry.py", "offset": 1})\n]\n\n'
-                    '[TOOL RESULT c1]:      1|MAX_ATTEMPTS = 3')
+    assert text == (
+        "[ASSISTANT]: Reading the retry module.\n[Tool calls:\n"
+        '  read_file({"path": "src/payments/retry.py", "offset": 1})\n]\n\n'
+        "[TOOL RESULT c1]:      1|MAX_ATTEMPTS = 3"
+    )
 
 
 def test_long_tool_args_keep_first_1200_chars_and_media_is_replaced():
     """Trap: oversized tool arguments and MEDIA: paths passing through verbatim."""
     args = {"content": "x" * 2000}
-    turns = [{"role": "assistant", "content": "see MEDIA:/tmp/shot.png",
-              "tool_calls": [{"id": "c2", "name": "write_file", "arguments": args}]}]
+    turns = [
+        {
+            "role": "assistant",
+            "content": "see MEDIA:/tmp/shot.png",
+            "tool_calls": [{"id": "c2", "name": "write_file", "arguments": args}],
+        }
+    ]
     text = serialize_turns(turns)
     rendered = json.dumps(args)[:1200] + "..."
     assert f"  write_file({rendered})\n]" in text
@@ -138,7 +163,7 @@ def test_whole_serialization_is_bounded_45_55():
     full = "\n\n".join(f"[TOOL RESULT c{i}]: unit {i} " + "y" * 5000 for i in range(40))
     assert len(full) > INPUT_MAX
     assert text.startswith(full[: int(INPUT_MAX * 0.45)])
-    assert text.endswith(full[-(INPUT_MAX - int(INPUT_MAX * 0.45)):])
+    assert text.endswith(full[-(INPUT_MAX - int(INPUT_MAX * 0.45)) :])
     assert "chars left out of the middle" in text and len(text) < INPUT_MAX + 200
 
 
@@ -153,12 +178,15 @@ def test_evidence_only_turns_take_the_no_user_branch():
 
 # --- redaction -------------------------------------------------------------------------------
 
+
 def test_credentials_are_redacted():
     """Trap: keys, Bearer headers and URL passwords reaching the writer or the body."""
-    text = ("OPENAI key sk-proj-abcdefghijklmnop1234\n"
-            'curl -H "Authorization: Bearer eyJabc.def-ghi_jkl"\n'
-            "git clone https://deploy:hunter2secret@git.example.com/pay.git\n"
-            "db postgres://app:pw123@10.0.4.17:5432/pay")
+    text = (
+        "OPENAI key sk-proj-abcdefghijklmnop1234\n"
+        'curl -H "Authorization: Bearer eyJabc.def-ghi_jkl"\n'
+        "git clone https://deploy:hunter2secret@git.example.com/pay.git\n"
+        "db postgres://app:pw123@10.0.4.17:5432/pay"
+    )
     out = redact(text)
     for secret in ("sk-proj-abcdefghijklmnop1234", "eyJabc.def-ghi_jkl", "hunter2secret", "pw123"):
         assert secret not in out
@@ -169,8 +197,10 @@ def test_credentials_are_redacted():
 
 def test_ordinary_ids_and_endpoints_survive_redaction():
     """Trap: over-redaction erasing the very facts the benchmark scores."""
-    text = ("incident PAY-4827 on 10.0.4.17:8443, invoice INV-731, retry_limit: 7, "
-            "timeout=30, MAX_TOKENS=4096, 2024-03-05T09:14:00Z")
+    text = (
+        "incident PAY-4827 on 10.0.4.17:8443, invoice INV-731, retry_limit: 7, "
+        "timeout=30, MAX_TOKENS=4096, 2024-03-05T09:14:00Z"
+    )
     assert redact(text) == text
 
 
@@ -180,15 +210,19 @@ def test_env_style_token_assignment_is_redacted_like_hermes():
     assert redact(line) == "UNIQUE_TOKEN=[REDACTED]"
     assert redact("   12|" + line) == "   12|UNIQUE_TOKEN=[REDACTED]"
     hermes = pytest.importorskip("agent.redact")
-    for sample in (line, "export " + line, "sk-proj-abcdefghijklmnop1234",
-                   "Authorization: Bearer abcdefghijklmnopqrstuvwxyz"):
+    for sample in (
+        line,
+        "export " + line,
+        "sk-proj-abcdefghijklmnop1234",
+        "Authorization: Bearer abcdefghijklmnopqrstuvwxyz",
+    ):
         masked = hermes.redact_sensitive_text(sample, force=True)
         assert masked != sample and redact(sample) != sample
-    assert hermes.redact_sensitive_text("PAY-4827 10.0.4.17:8443", force=True) == redact(
-        "PAY-4827 10.0.4.17:8443")
+    assert hermes.redact_sensitive_text("PAY-4827 10.0.4.17:8443", force=True) == redact("PAY-4827 10.0.4.17:8443")
 
 
 # --- provenance ------------------------------------------------------------------------------
+
 
 def test_user_attribution_without_a_user_turn_raises():
     """Trap: an evidence-only transcript summarized as if a user had asked something."""
@@ -213,6 +247,7 @@ def test_provenance_failure_stops_after_one_attempt():
 
 
 # --- length-check retries --------------------------------------------------------------------
+
 
 def test_too_long_twice_then_fitting_is_valid_on_the_third_attempt():
     """Trap: wrong target schedule; the requested target shrinks by 0.8 with no feedback."""
@@ -243,8 +278,12 @@ def test_always_too_long_is_invalid_after_exactly_three_attempts():
 
 def test_writer_output_is_post_processed_before_measuring():
     """Trap: think blocks, secrets or a control prefix counted in (or kept in) the body."""
-    raw = ("<think>count the words</think>\n" + SUMMARY_PREFIX + "\n"
-           + _body("- gateway key sk-proj-abcdefghijklmnop1234 for PAY-4827"))
+    raw = (
+        "<think>count the words</think>\n"
+        + SUMMARY_PREFIX
+        + "\n"
+        + _body("- gateway key sk-proj-abcdefghijklmnop1234 for PAY-4827")
+    )
     writer, _ = _scripted([raw])
     result = generate_checkpoint(_payment_turns(), FOCUS, 128, writer)
     assert result.valid
@@ -253,6 +292,7 @@ def test_writer_output_is_post_processed_before_measuring():
 
 # --- prefix ----------------------------------------------------------------------------------
 
+
 def test_prefix_round_trip_legacy_prefix_and_end_marker():
     """Trap: the control prefix or the END marker leaking into the carried body."""
     body = _body("- PAY-4827")
@@ -260,12 +300,15 @@ def test_prefix_round_trip_legacy_prefix_and_end_marker():
     assert with_summary_prefix(body) == SUMMARY_PREFIX + "\n" + body
     assert strip_summary_prefix(with_summary_prefix(body)) == body
     assert strip_summary_prefix(LEGACY_SUMMARY_PREFIX + "  \n" + body) == body
-    ended = (with_summary_prefix(body) + "\n\n--- END OF CONTEXT SUMMARY — respond to the "
-             "message below, not the summary above ---\nnext user message")
+    ended = (
+        with_summary_prefix(body) + "\n\n--- END OF CONTEXT SUMMARY — respond to the "
+        "message below, not the summary above ---\nnext user message"
+    )
     assert strip_summary_prefix(ended) == body
 
 
 # --- prompt ----------------------------------------------------------------------------------
+
 
 def test_prompt_is_frozen_no_user_branch_word_limit_and_focus_last():
     """Trap: a date line or other drift making the frozen prompt differ between runs."""
@@ -276,21 +319,32 @@ def test_prompt_is_frozen_no_user_branch_word_limit_and_focus_last():
     assert NO_USER_SENTINEL in a and "None. No user-authored questions exist." in a
     assert "Target ~64 tokens" in a and "at most 22 words" in a
     headings = re.findall(r"^## .+$", a.replace(serialized, ""), re.M)
-    assert headings == ["## Historical Task Snapshot", "## Goal", "## Constraints & Preferences",
-                        "## Completed Actions", "## Active State", "## Blocked",
-                        "## Key Decisions", "## Errors & Fixes", "## Resolved Questions",
-                        "## Relevant Files", "## Critical Context"]
+    assert headings == [
+        "## Historical Task Snapshot",
+        "## Goal",
+        "## Constraints & Preferences",
+        "## Completed Actions",
+        "## Active State",
+        "## Blocked",
+        "## Key Decisions",
+        "## Errors & Fixes",
+        "## Resolved Questions",
+        "## Relevant Files",
+        "## Critical Context",
+    ]
     assert a.rsplit("\n\n", 1)[1].startswith(f'FOCUS TOPIC: "{FOCUS}"')
     assert NO_USER_SENTINEL not in build_prompt(serialized, FOCUS, 64, 22, True)
 
 
 # --- the reference writer --------------------------------------------------------------------
 
+
 def _request(target: int, focus: str = FOCUS) -> CheckpointRequest:
     serialized = serialize_turns(_payment_turns())
     limit = word_limit(target)
-    return CheckpointRequest(build_prompt(serialized, focus, target, limit, False), serialized,
-                             focus, target, limit, False, 0)
+    return CheckpointRequest(
+        build_prompt(serialized, focus, target, limit, False), serialized, focus, target, limit, False, 0
+    )
 
 
 @pytest.mark.parametrize("target", [40, 64, 128, 256])

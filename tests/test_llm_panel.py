@@ -23,18 +23,28 @@ TASKS = ("backup", "payment", "refactor")
 
 
 def _panel(url: str, store: Path, recordings: Path):
-    return run_cli(["-m", "method=full,S,H", "topn=0..5", "model=openai", f"model.base_url={url}",
-                    "model.name=qwen3.8-max", "model.platform=scripted-test-server",
-                    f"model.recordings={recordings}", f"task=[{','.join(TASKS)}]"],
-                   store, env={"OPENAI_API_KEY": SECRET, "CI": "1"})
+    return run_cli(
+        [
+            "-m",
+            "method=full,S,H",
+            "topn=0..5",
+            "model=openai",
+            f"model.base_url={url}",
+            "model.name=qwen3.8-max",
+            "model.platform=scripted-test-server",
+            f"model.recordings={recordings}",
+            f"task=[{','.join(TASKS)}]",
+        ],
+        store,
+        env={"OPENAI_API_KEY": SECRET, "CI": "1"},
+    )
 
 
 def _runs(root: Path, kind: str, store: str = "store"):
     store = root / store
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     exp = client.get_experiment_by_name("compaction")
-    return client, client.search_runs([exp.experiment_id], f"tags.`washexp.kind` = '{kind}'",
-                                      max_results=1000)
+    return client, client.search_runs([exp.experiment_id], f"tags.`washexp.kind` = '{kind}'", max_results=1000)
 
 
 @pytest.fixture(scope="module")

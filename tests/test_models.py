@@ -13,8 +13,7 @@ import pytest
 from tests.openai_server import Script, serve
 from washexp.errors import ModelError
 from washexp.llm import parse_scores
-from washexp.models.base import ChatRequest, ChatResponse
-from washexp.models.base import safe_url
+from washexp.models.base import ChatRequest, ChatResponse, safe_url
 from washexp.models.openai_backend import OpenAIModel, api_key
 from washexp.models.recorder import Recorder, request_key
 

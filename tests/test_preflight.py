@@ -28,9 +28,21 @@ def test_preflight_reuses_frozen_summaries_and_stays_apart(tmp_path):
     script = Script(tasks_root=fixtures)
 
     def answer(phase: str):
-        return run_cli(["method=S", "topn=1", "model=openai", "model.base_url=" + url, "model.name=qwen3.8-max",
-                        f"model.recordings={recordings}", f"benchmark.fixtures={fixtures}", "task=meeting_notes",
-                        f"phase={phase}"], store, env={"CI": "1"})
+        return run_cli(
+            [
+                "method=S",
+                "topn=1",
+                "model=openai",
+                "model.base_url=" + url,
+                "model.name=qwen3.8-max",
+                f"model.recordings={recordings}",
+                f"benchmark.fixtures={fixtures}",
+                "task=meeting_notes",
+                f"phase={phase}",
+            ],
+            store,
+            env={"CI": "1"},
+        )
 
     with serve(script) as url:
         answer("preflight")

@@ -73,8 +73,11 @@ def test_summaries_and_rankings_are_byte_identical_across_n(sweep):
                 tags = r.data.tags
                 if tags["washexp.kind"] == "condition" and tags["method"] == method and tags["task"] == task:
                     ranking = json.loads(_artifact(client, r, "ranking/g0.json"))
-                    seen[int(tags["topn"])] = (_artifact(client, r, "summary/g0.txt"), ranking["scores"],
-                                               ranking["order"])
+                    seen[int(tags["topn"])] = (
+                        _artifact(client, r, "summary/g0.txt"),
+                        ranking["scores"],
+                        ranking["order"],
+                    )
                     assert ranking["selected"] == sorted(ranking["order"][: int(tags["topn"])])
             assert sorted(seen) == list(range(6))
             assert len({(s, json.dumps(sc), json.dumps(o)) for s, sc, o in seen.values()}) == 1
@@ -115,8 +118,11 @@ def test_full_arm_runs_once_and_keeps_every_needle(sweep):
 def test_fusion_never_loses_what_a_smaller_n_kept(sweep):
     # Top N+1 is Top N plus one unit, with the same summary: retention cannot drop.
     _, _, runs, _ = sweep
-    cond = {(r.data.tags["method"], int(r.data.tags["topn"]), r.data.tags["task"]): r.data.metrics["retention"]
-            for r in runs if r.data.tags["washexp.kind"] == "condition"}
+    cond = {
+        (r.data.tags["method"], int(r.data.tags["topn"]), r.data.tags["task"]): r.data.metrics["retention"]
+        for r in runs
+        if r.data.tags["washexp.kind"] == "condition"
+    }
     for (method, n, task), value in cond.items():
         if n < 5:
             assert cond[(method, n + 1, task)] >= value

@@ -37,13 +37,19 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="washexp", description="washexp: records and the MLflow UI.")
     sub = p.add_subparsers(dest="command", required=True)
     store = argparse.ArgumentParser(add_help=False)
-    store.add_argument("--tracking-uri", default=default_uri(),
-                       help="MLflow store (default: sqlite:///<project>/mlruns/mlflow.db)")
+    store.add_argument(
+        "--tracking-uri", default=default_uri(), help="MLflow store (default: sqlite:///<project>/mlruns/mlflow.db)"
+    )
     store.add_argument("--experiment", default="compaction", help="experiment name (default: compaction)")
 
     e = sub.add_parser("export", parents=[store], help="write dated records (.md, .json, plots) from runs")
-    e.add_argument("--sweep", action="append", default=[], metavar="ID",
-                   help="only arm runs of this sweep (its tag, or the tail like 2026-11-30/10-31-23); repeatable")
+    e.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only arm runs of this sweep (its tag, or the tail like 2026-11-30/10-31-23); repeatable",
+    )
     e.add_argument("--model", help="only runs of this model (default: one record per model)")
     e.add_argument("--date", type=_date, help="the record as of this UTC day: runs started on or before it")
     e.add_argument("--topic", help="record builder (default: the experiment's name)")
@@ -59,8 +65,15 @@ def export(args: argparse.Namespace) -> int:
     from washexp.export import ExportOptions
     from washexp.export import export as run_export
 
-    options = ExportOptions(uri=args.tracking_uri, experiment=args.experiment, topic=args.topic,
-                            sweeps=tuple(args.sweep), model=args.model, date=args.date, out=args.out)
+    options = ExportOptions(
+        uri=args.tracking_uri,
+        experiment=args.experiment,
+        topic=args.topic,
+        sweeps=tuple(args.sweep),
+        model=args.model,
+        date=args.date,
+        out=args.out,
+    )
     for path in run_export(options):
         print(path)
     return 0
@@ -80,8 +93,18 @@ def ui(args: argparse.Namespace) -> int:
     exp_id = experiment_id(uri, args.experiment)
     if exp_id is None:
         raise WashexpError(f"no experiment {args.experiment!r} in {uri}: run a sweep first")
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
-           "--host", "127.0.0.1", "--port", str(args.port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(args.port),
+    ]
     server = subprocess.Popen(cmd)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so `finally` stops the server too
     try:

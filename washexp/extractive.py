@@ -30,8 +30,8 @@ FOCUS_WEIGHT = 2
 
 _WORD = re.compile(r"[a-z0-9][\w.:/-]*[a-z0-9]|[a-z0-9]")
 _STOP = frozenset(
-    "the and for with from that this what which where when who how was were are has have had its into "
-    "your you our all any tell find".split()
+    ("the", "and", "for", "with", "from", "that", "this", "what", "which", "where", "when", "who", "how", "was")
+    + ("were", "are", "has", "have", "had", "its", "into", "your", "you", "our", "all", "any", "tell", "find")
 )
 _LINE_NUMBER = re.compile(r"^\s*\d+\|")
 
@@ -57,8 +57,9 @@ class Line:
     label: str = ""
 
 
-def select(candidates: list[Line], render: Callable[[list[Line]], str], max_tokens: int,
-           max_words: int | None = None) -> list[Line]:
+def select(
+    candidates: list[Line], render: Callable[[list[Line]], str], max_tokens: int, max_words: int | None = None
+) -> list[Line]:
     """Greedy by score (ties in source order); a line joins when ``render`` of the digest with
     it still fits both budgets. Returns the chosen lines in source order."""
     chosen: list[Line] = []

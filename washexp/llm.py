@@ -65,14 +65,28 @@ def parse_scores(text: str, n: int) -> list[float]:
 def recorder_for(model) -> Recorder:
     """One recorder (and client) per process and endpoint settings, shared by every arm, so
     its call/replay counts cover a whole sweep and its concurrency bound holds across arms."""
-    key = (model.name, model.base_url, model.api_key_env, model.timeout_s, model.max_retries,
-           model.max_concurrency, model.recordings, model.replay)
+    key = (
+        model.name,
+        model.base_url,
+        model.api_key_env,
+        model.timeout_s,
+        model.max_retries,
+        model.max_concurrency,
+        model.recordings,
+        model.replay,
+    )
     with _recorders_lock:
         if key not in _recorders:
             client = None
             if model.replay != "strict":
-                client = OpenAIModel(model.name, model.base_url, model.api_key_env, model.timeout_s,
-                                     model.max_retries, model.max_concurrency)
+                client = OpenAIModel(
+                    model.name,
+                    model.base_url,
+                    model.api_key_env,
+                    model.timeout_s,
+                    model.max_retries,
+                    model.max_concurrency,
+                )
             _recorders[key] = Recorder(client, model.name, model.recordings, model.replay)
         return _recorders[key]
 
@@ -89,8 +103,13 @@ def openai_backend(model) -> Roles:
         return [{"role": "user", "content": text}]
 
     def summarize(job: SummaryJob) -> str:
-        text = _fill(prompt("summarize"), query=job.query, count=len(job.units),
-                     allowance=job.allowance, units=render_units(job.units))
+        text = _fill(
+            prompt("summarize"),
+            query=job.query,
+            count=len(job.units),
+            allowance=job.allowance,
+            units=render_units(job.units),
+        )
         body = rec.chat(request(user(text), job.generation), job.task_id, "S").text.strip()
         if not body:
             raise ValueError(f"S returned an empty summary (task {job.task_id}, g{job.generation})")
@@ -127,18 +146,36 @@ def openai_backend(model) -> Roles:
         out = {}
         for key, rec_ in rec.records(task_id).items():
             role = rec_["role"]
-            if role in ("S", "Jev") or (role == "H" and method == "H") or (
-                    role == "read" and tuple(json.dumps(m, sort_keys=True)
-                                             for m in rec_["request"]["messages"]) in wanted):
+            if (
+                role in ("S", "Jev")
+                or (role == "H" and method == "H")
+                or (
+                    role == "read"
+                    and tuple(json.dumps(m, sort_keys=True) for m in rec_["request"]["messages"]) in wanted
+                )
+            ):
                 out[key] = rec_
         return out
 
-    spec = {"backend": "openai", "model": model.name, "tier": model.tier,
-            "platform": model.platform, "temperature": model.temperature,
-            "max_tokens": model.max_tokens, "extra_body": extra, "reader": "chat",
-            "hermes_agent": hermes_real.version(),
-            "prompts": {p: sha256_bytes((PACKAGE_DIR / "prompts" / f"{p}.txt").read_bytes())
-                        for p in PROMPTS}}
-    return Roles(spec=spec, summarize=summarize, rank=rank, checkpoint_writer=checkpoint_writer,
-                 read=read, concurrency=model.max_concurrency, records=records,
-                 hermes_checkpoint=hermes_checkpoint if hermes_real.version() else None)
+    spec = {
+        "backend": "openai",
+        "model": model.name,
+        "tier": model.tier,
+        "platform": model.platform,
+        "temperature": model.temperature,
+        "max_tokens": model.max_tokens,
+        "extra_body": extra,
+        "reader": "chat",
+        "hermes_agent": hermes_real.version(),
+        "prompts": {p: sha256_bytes((PACKAGE_DIR / "prompts" / f"{p}.txt").read_bytes()) for p in PROMPTS},
+    }
+    return Roles(
+        spec=spec,
+        summarize=summarize,
+        rank=rank,
+        checkpoint_writer=checkpoint_writer,
+        read=read,
+        concurrency=model.max_concurrency,
+        records=records,
+        hermes_checkpoint=hermes_checkpoint if hermes_real.version() else None,
+    )

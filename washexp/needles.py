@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import re
 
-_JS_WHITESPACE = re.compile(
-    "[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+"
-)
+_JS_WHITESPACE = re.compile("[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+")
 
 
 def norm(text: str) -> str:

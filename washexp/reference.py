@@ -58,6 +58,11 @@ def _checkpoint_writer(task_id: str, generation: int) -> Writer:
 
 @BACKENDS.register("reference")
 def reference_backend(model) -> Roles:
-    spec = {"backend": "reference", "summarizer": "extractive", "checkpoint": "extractive",
-            "ranker": "bm25s", "reader": None}
+    spec = {
+        "backend": "reference",
+        "summarizer": "extractive",
+        "checkpoint": "extractive",
+        "ranker": "bm25s",
+        "reader": None,
+    }
     return Roles(spec=spec, summarize=summarize, rank=rank, checkpoint_writer=_checkpoint_writer)

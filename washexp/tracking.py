@@ -56,18 +56,23 @@ class Run:
     def __init__(self, tracker: Tracker | NullTracker | None, run_id: str | None, params: dict[str, Any]):
         self._tracker, self.run_id, self._params = tracker, run_id, params
 
-    def finish(self, metrics: dict[str, float], artifacts: dict[str, str | bytes],
-               manifest_extra: dict[str, dict[str, str]] | None = None,
-               tags: dict[str, str] | None = None,
-               tables: dict[str, Any] | None = None) -> None:
+    def finish(
+        self,
+        metrics: dict[str, float],
+        artifacts: dict[str, str | bytes],
+        manifest_extra: dict[str, dict[str, str]] | None = None,
+        tags: dict[str, str] | None = None,
+        tables: dict[str, Any] | None = None,
+    ) -> None:
         """``tables``: artifact file (``*.json``) -> DataFrame or column dict, stored as MLflow
         tables (``mlflow.load_table(file, extra_columns=["run_id"])`` gathers one across runs)."""
         if self._tracker:
             artifacts = {**artifacts, **{f: _table_json(d) for f, d in (tables or {}).items()}}
             if tables:
                 tags = {**(tags or {}), **_table_tag(tables)}
-            self._tracker._close(self.run_id, self._params, metrics, artifacts, manifest_extra or {}, tags or {},
-                                 "FINISHED")
+            self._tracker._close(
+                self.run_id, self._params, metrics, artifacts, manifest_extra or {}, tags or {}, "FINISHED"
+            )
 
     def fail(self, error: BaseException) -> None:
         if self._tracker:
@@ -89,23 +94,33 @@ class Tracker:
         with FileLock(str(artifact_root / ".washexp.lock")):
             found = self.client.get_experiment_by_name(experiment)
             self.experiment_id = (
-                found.experiment_id if found
+                found.experiment_id
+                if found
                 else self.client.create_experiment(experiment, artifact_location=artifact_root.as_uri())
             )
 
     def find(self, identity_hash: str) -> FoundRun | None:
         """The newest run with this identity, if any."""
         runs = self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`{HASH_TAG}` = '{identity_hash}'",
-            order_by=["attributes.start_time DESC"], max_results=1,
+            [self.experiment_id],
+            filter_string=f"tags.`{HASH_TAG}` = '{identity_hash}'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
         )
         if not runs:
             return None
         r = runs[0]
         return FoundRun(r.info.run_id, r.info.status, dict(r.data.metrics), r.data.tags.get("mlflow.parentRunId"))
 
-    def start(self, name: str, identity_hash: str, params: dict[str, Any], tags: dict[str, str],
-              parent_id: str | None = None, resume_id: str | None = None) -> Run:
+    def start(
+        self,
+        name: str,
+        identity_hash: str,
+        params: dict[str, Any],
+        tags: dict[str, str],
+        parent_id: str | None = None,
+        resume_id: str | None = None,
+    ) -> Run:
         if resume_id:
             self.client.update_run(resume_id, status="RUNNING")
             return Run(self, resume_id, params)
@@ -127,7 +142,9 @@ class Tracker:
         ms = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if v is not None]
         ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
         for i in range(0, max(len(ps), len(ms), len(ts)), _BATCH):
-            self.client.log_batch(run_id, metrics=ms[i:i + _BATCH], params=ps[i:i + _BATCH], tags=ts[i:i + _BATCH])
+            self.client.log_batch(
+                run_id, metrics=ms[i : i + _BATCH], params=ps[i : i + _BATCH], tags=ts[i : i + _BATCH]
+            )
 
     def _close(self, run_id, params, metrics, artifacts, manifest_extra, tags, status) -> None:
         manifest = {"artifacts": {}, **manifest_extra}
@@ -221,6 +238,7 @@ def _table_tag(tables: dict[str, Any]) -> dict[str, str]:
 
 # Read side (the exporter and ``washexp ui``): plain lookups, no run is created or changed.
 
+
 def experiment_id(uri: str, name: str) -> str | None:
     """The id of experiment ``name`` in the store at ``uri``, or None if it has none."""
     from mlflow.tracking import MlflowClient
@@ -241,8 +259,7 @@ def search(uri: str, experiment: str, filter_string: str = ""):
         return None
     mlflow.set_tracking_uri(uri)
     with quiet_mlflow():
-        return mlflow.search_runs([exp_id], filter_string=filter_string, output_format="pandas",
-                                  max_results=100_000)
+        return mlflow.search_runs([exp_id], filter_string=filter_string, output_format="pandas", max_results=100_000)
 
 
 def _param_value(value: Any) -> str:

@@ -38,8 +38,7 @@ class Ceiling:
         return self.value > self.base
 
 
-def ceiling(protected_tokens: int, allowance_tokens: int, unit_tokens: list[int],
-            s_context_tokens: int = 0) -> Ceiling:
+def ceiling(protected_tokens: int, allowance_tokens: int, unit_tokens: list[int], s_context_tokens: int = 0) -> Ceiling:
     """The per-task complete-input ceiling (see the module docstring)."""
     largest = sum(sorted(unit_tokens, reverse=True)[:CEILING_UNITS])
     base = protected_tokens + allowance_tokens + largest + RESERVE_TOKENS + FRAMING_TOKENS

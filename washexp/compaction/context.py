@@ -37,8 +37,11 @@ def to_wire(message: dict) -> dict:
     wire = {"role": message["role"], "content": message.get("content") or ""}
     if message.get("tool_calls"):
         wire["tool_calls"] = [
-            {"id": c["id"], "type": "function",
-             "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)}}
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)},
+            }
             for c in message["tool_calls"]
         ]
     return wire

@@ -37,9 +37,11 @@ from washexp.tokens import count
 CONTEXT_LENGTH = 131_072
 """Passed as ``config_context_length`` so Hermes never probes an endpoint for it."""
 FROZEN_DATE = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-LENGTH_LIMIT = ("\n\nLength limit: at most {words} words in total. Sections that are not "
-                "essential may be left out entirely, but always keep the task section and "
-                "## Critical Context.")
+LENGTH_LIMIT = (
+    "\n\nLength limit: at most {words} words in total. Sections that are not "
+    "essential may be left out entirely, but always keep the task section and "
+    "## Critical Context."
+)
 
 Chat = Callable[[list[dict], int | None], str]
 """(messages, max_tokens) -> reply text: the washexp model, as H's route sees it."""
@@ -115,8 +117,7 @@ def _compressor(chat: Chat, model_name: str, target: int, words: int):
     return StudyCompressor(model=model_name, quiet_mode=True, config_context_length=CONTEXT_LENGTH)
 
 
-def summarize_once(turns: list[dict], focus: str, target: int, words: int, chat: Chat,
-                   model_name: str) -> str | None:
+def summarize_once(turns: list[dict], focus: str, target: int, words: int, chat: Chat, model_name: str) -> str | None:
     """One call of the real ``_generate_summary``: the body with Hermes' prefix stripped by
     Hermes' own helper, or None when Hermes returned no summary."""
     from agent.context_compressor import ContextCompressor
@@ -135,8 +136,9 @@ def summarize_once(turns: list[dict], focus: str, target: int, words: int, chat:
     return ContextCompressor._strip_summary_prefix(summary).strip()
 
 
-def generate_checkpoint(turns: list[dict], focus: str, allowance: int, chat: Chat,
-                        model_name: str, attempts: int = 3, shrink: float = 0.8) -> hermes.Checkpoint:
+def generate_checkpoint(
+    turns: list[dict], focus: str, allowance: int, chat: Chat, model_name: str, attempts: int = 3, shrink: float = 0.8
+) -> hermes.Checkpoint:
     """The study's length-checked attempts around the real method (see the module doc)."""
     record: list[hermes.Attempt] = []
     last_body, last_tokens = None, None
@@ -150,8 +152,9 @@ def generate_checkpoint(turns: list[dict], focus: str, allowance: int, chat: Cha
         if last_tokens <= allowance:
             record.append(hermes.Attempt(target, last_tokens, "ok", f"{last_tokens} <= {allowance}"))
             return hermes.Checkpoint(body, True, None, tuple(record), body)
-        record.append(hermes.Attempt(target, last_tokens, "over_allowance",
-                                     f"{last_tokens} tokens > allowance {allowance}"))
+        record.append(
+            hermes.Attempt(target, last_tokens, "over_allowance", f"{last_tokens} tokens > allowance {allowance}")
+        )
     if last_tokens is None:
         failure = f"H (Hermes) returned no summary on all {attempts} attempts"
     else:

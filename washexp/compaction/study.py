@@ -221,8 +221,7 @@ def _run_conditions(plan: ArmPlan, cfg, tracker, arm_id: str | None):
                 _progress(plan.arm.label, task.id, "FAILED", counts, len(plan.tasks))
                 continue
             artifacts["config.yaml"] = plan.config_yaml
-            run.finish(metrics, artifacts, manifest_extra={"fixture": task.files, "source": plan.source},
-                       tables=tables)
+            run.finish(metrics, artifacts, manifest_extra={"fixture": task.files, "source": plan.source}, tables=tables)
             per_task[task.id] = metrics
             counts["run"] += 1
             _progress(plan.arm.label, task.id, "done", counts, len(plan.tasks))

@@ -35,8 +35,9 @@ class Interval:
     high: float
 
 
-def paired(a: dict[str, float], b: dict[str, float], *, resamples: int = RESAMPLES,
-           seed: int = SEED, level: float = LEVEL) -> Interval | None:
+def paired(
+    a: dict[str, float], b: dict[str, float], *, resamples: int = RESAMPLES, seed: int = SEED, level: float = LEVEL
+) -> Interval | None:
     """Compare per-task scores ``a`` and ``b`` on the tasks both have; None if there are none."""
     tasks = sorted(a.keys() & b.keys())
     if not tasks:

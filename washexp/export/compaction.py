@@ -55,15 +55,22 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
     per_task = _per_task_scores(fconds, score)
     has_full = "Full" in set(final["label"])
 
-    notes = [REFERENCE_HEADLINE if reference else
-             f"Model {model} (tier {first['params.tier']}, platform {platform}): fact accuracy from "
-             f"its reader's answers, graded by strict type-exact JSON equality."]
-    notes.append("Tasks weigh equally within a cohort; primary and control cohorts are reported "
-                 "separately; a failed condition counts as 0 and stays in the denominator.")
-    notes.append(f"n is small: {n_tasks['primary']} primary and {n_tasks['control']} control tasks. "
-                 f"Intervals are 95% paired bootstrap intervals over tasks ({bootstrap.RESAMPLES:,} "
-                 f"resamples, seed {bootstrap.SEED}); with this few tasks they are coarse and likely "
-                 "too narrow. Read them as rough ranges, not as tests.")
+    notes = [
+        REFERENCE_HEADLINE
+        if reference
+        else f"Model {model} (tier {first['params.tier']}, platform {platform}): fact accuracy from "
+        f"its reader's answers, graded by strict type-exact JSON equality."
+    ]
+    notes.append(
+        "Tasks weigh equally within a cohort; primary and control cohorts are reported "
+        "separately; a failed condition counts as 0 and stays in the denominator."
+    )
+    notes.append(
+        f"n is small: {n_tasks['primary']} primary and {n_tasks['control']} control tasks. "
+        f"Intervals are 95% paired bootstrap intervals over tasks ({bootstrap.RESAMPLES:,} "
+        f"resamples, seed {bootstrap.SEED}); with this few tasks they are coarse and likely "
+        "too narrow. Read them as rough ranges, not as tests."
+    )
     if not measured:
         notes.append(f"Fact accuracy and all-fields-correct: {not_measured} (never counted as 0).")
     if not has_full:
@@ -89,8 +96,11 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         "washexp version (exporter)": __version__,
         "git commit of the runs": _unique(arms, "tags.mlflow.source.git.commit"),
         "source sha256 of the runs": _unique(arms, "tags.washexp.source"),
-        "model": model, "tier": first["params.tier"], "platform": platform,
-        "backend": first["params.backend"], "roles": json.loads(first["params.roles"]),
+        "model": model,
+        "tier": first["params.tier"],
+        "platform": platform,
+        "backend": first["params.backend"],
+        "roles": json.loads(first["params.roles"]),
         "generations per task": int(first["params.generations"]),
         "answers per context": int(first["params.answers_per_context"]),
         "tokenizer": TOKENIZER,
@@ -98,9 +108,14 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         "sweeps (overrides)": _sweeps(arms),
     }
     return Record(
-        topic="compaction", platform=platform, date=date,
+        topic="compaction",
+        platform=platform,
+        date=date,
         title=f"Compaction study: {model} ({platform}), {date}",
-        provenance=provenance, notes=tuple(notes), tables=tuple(tables), plots=record_plots,
+        provenance=provenance,
+        notes=tuple(notes),
+        tables=tuple(tables),
+        plots=record_plots,
         appendix=(_runs_table(arms, conds),),
     )
 
@@ -119,32 +134,55 @@ def _arm_table(final: pd.DataFrame, cohort: str, not_measured: str) -> Table:
     for _, arm in final.iterrows():
         if value(arm, f"{cohort}/tasks") is None:
             continue
-        m = {k: value(arm, f"{cohort}/{k}") for k in (
-            "tasks", "fact_accuracy", "all_fields_correct", "retention", "retention_all_fields",
-            "input_tokens", "input_tokens_total", "reduction_pct", "contexts", "contexts_shortened",
-            "invalid", "failed")}
+        m = {
+            k: value(arm, f"{cohort}/{k}")
+            for k in (
+                "tasks",
+                "fact_accuracy",
+                "all_fields_correct",
+                "retention",
+                "retention_all_fields",
+                "input_tokens",
+                "input_tokens_total",
+                "reduction_pct",
+                "contexts",
+                "contexts_shortened",
+                "invalid",
+                "failed",
+            )
+        }
         rows.append({"arm": arm["label"], **m, "run_id": arm["run_id"]})
 
     def na(key):
         return lambda r: not_measured if r[key] is None else show(r[key])
 
     columns = (
-        Column("arm", "arm"), Column("tasks", "tasks", lambda r: f"{r['tasks']:.0f}"),
+        Column("arm", "arm"),
+        Column("tasks", "tasks", lambda r: f"{r['tasks']:.0f}"),
         Column("fact_accuracy", "fact accuracy", na("fact_accuracy")),
         Column("all_fields_correct", "all fields correct", na("all_fields_correct")),
-        Column("retention", "retention"), Column("retention_all_fields", "all fields retained"),
+        Column("retention", "retention"),
+        Column("retention_all_fields", "all fields retained"),
         Column("input_tokens", "mean input tokens", lambda r: _num(r["input_tokens"], 1)),
         Column("input_tokens_total", "total input tokens", lambda r: _num(r["input_tokens_total"], 0)),
         Column("reduction_pct", "reduction vs Full", lambda r: _pct(r["reduction_pct"])),
-        Column("contexts_shortened", "contexts shortened vs Full",
-               lambda r: f"{r['contexts_shortened'] or 0:.0f}/{r['contexts'] or 0:.0f}"),
+        Column(
+            "contexts_shortened",
+            "contexts shortened vs Full",
+            lambda r: f"{r['contexts_shortened'] or 0:.0f}/{r['contexts'] or 0:.0f}",
+        ),
         Column("invalid", "invalid", lambda r: _num(r["invalid"], 0)),
         Column("failed", "failed", lambda r: _num(r["failed"], 0)),
         Column("run_id", "arm run"),
     )
-    return Table(f"arms_{cohort}", f"Arms, {cohort} cohort", columns, tuple(rows),
-                 note="Means over tasks (equal weights). Reduction: mean per-task cut in input tokens "
-                      "against the task's Full context. Shortened: contexts smaller than Full.")
+    return Table(
+        f"arms_{cohort}",
+        f"Arms, {cohort} cohort",
+        columns,
+        tuple(rows),
+        note="Means over tasks (equal weights). Reduction: mean per-task cut in input tokens "
+        "against the task's Full context. Shortened: contexts smaller than Full.",
+    )
 
 
 def _per_task_table(conds: pd.DataFrame, final: pd.DataFrame, key: str, title: str) -> Table:
@@ -160,57 +198,119 @@ def _per_task_table(conds: pd.DataFrame, final: pd.DataFrame, key: str, title: s
                 failed.append(c["label"])
         rows.append({**row, "failed": failed})
     digits = 1 if key == "input_tokens" else 3
-    columns = (Column("task", "task"), Column("cohort", "cohort"), *(
-        Column(label, label, lambda r, lb=label: "FAILED" if lb in r["failed"] else _num(r.get(lb), digits))
-        for label in labels))
+    columns = (
+        Column("task", "task"),
+        Column("cohort", "cohort"),
+        *(
+            Column(label, label, lambda r, lb=label: "FAILED" if lb in r["failed"] else _num(r.get(lb), digits))
+            for label in labels
+        ),
+    )
     return Table(f"per_task_{key}", title, columns, tuple(rows))
 
 
-def _interval_tables(per_task: dict[str, dict[str, float]], cohort_of: dict[str, str],
-                     labels: set[str], score_name: str) -> list[Table]:
+def _interval_tables(
+    per_task: dict[str, dict[str, float]], cohort_of: dict[str, str], labels: set[str], score_name: str
+) -> list[Table]:
     pairs = [(lb, "Full") for lb in sorted(labels - {"Full"}, key=arm_order) if "Full" in labels]
     ns = sorted({int(lb.split("top")[1]) for lb in labels if lb.startswith(("S top", "H top"))})
     pairs_sh = [(f"S top{n}", f"H top{n}") for n in ns if {f"S top{n}", f"H top{n}"} <= labels]
     out = []
-    for key, title, todo in (("vs_full", f"Each arm against Full ({score_name})", pairs),
-                             ("s_vs_h", f"S against H at each N ({score_name})", pairs_sh)):
+    for key, title, todo in (
+        ("vs_full", f"Each arm against Full ({score_name})", pairs),
+        ("s_vs_h", f"S against H at each N ({score_name})", pairs_sh),
+    ):
         rows = []
         for cohort in COHORTS:
             for a, b in todo:
                 ia = {t: v for t, v in per_task.get(a, {}).items() if cohort_of.get(t) == cohort}
                 iv = bootstrap.paired(ia, per_task.get(b, {}))
                 if iv:
-                    rows.append({"cohort": cohort, "a": a, "b": b, "n_tasks": iv.n, "mean_a": iv.mean_a,
-                                 "mean_b": iv.mean_b, "diff": iv.diff, "ci_low": iv.low, "ci_high": iv.high})
-        columns = (Column("cohort", "cohort"), Column("a", "A"), Column("b", "B"),
-                   Column("n_tasks", "n tasks"), Column("mean_a", "mean A"), Column("mean_b", "mean B"),
-                   Column("diff", "A − B", lambda r: f"{r['diff']:+.3f}"),
-                   Column("ci_low", "95% interval", lambda r: f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"))
-        out.append(Table(key, title, columns, tuple(rows),
-                         note="Paired over the tasks both arms ran; n is small, so the interval is rough."))
+                    rows.append(
+                        {
+                            "cohort": cohort,
+                            "a": a,
+                            "b": b,
+                            "n_tasks": iv.n,
+                            "mean_a": iv.mean_a,
+                            "mean_b": iv.mean_b,
+                            "diff": iv.diff,
+                            "ci_low": iv.low,
+                            "ci_high": iv.high,
+                        }
+                    )
+        columns = (
+            Column("cohort", "cohort"),
+            Column("a", "A"),
+            Column("b", "B"),
+            Column("n_tasks", "n tasks"),
+            Column("mean_a", "mean A"),
+            Column("mean_b", "mean B"),
+            Column("diff", "A − B", lambda r: f"{r['diff']:+.3f}"),
+            Column("ci_low", "95% interval", lambda r: f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"),
+        )
+        out.append(
+            Table(
+                key,
+                title,
+                columns,
+                tuple(rows),
+                note="Paired over the tasks both arms ran; n is small, so the interval is rough.",
+            )
+        )
     return out
 
 
 def _preflight_table(pre: pd.DataFrame) -> Table:
-    rows = [{"arm": a["label"], "run_id": a["run_id"], "sweep": a["sweep"],
-             **{f"{c}/{k}": value(a, f"{c}/{k}") for c in COHORTS
-                for k in ("tasks", "retention", "fact_accuracy", "failed")}}
-            for _, a in pre.iterrows()]
-    columns = (Column("arm", "arm"), Column("run_id", "arm run"), Column("sweep", "sweep"),
-               *(Column(f"{c}/{k}", f"{c} {k.replace('_', ' ')}") for c in COHORTS
-                 for k in ("tasks", "retention", "fact_accuracy", "failed")))
-    return Table("preflight", "Preflight runs (phase=preflight, not in the tables above)", columns,
-                 tuple(rows), note="Format preflights: kept for the record, never counted in final metrics. "
-                                   "Their answers are in each condition run's answers/ and grades.json.")
+    rows = [
+        {
+            "arm": a["label"],
+            "run_id": a["run_id"],
+            "sweep": a["sweep"],
+            **{
+                f"{c}/{k}": value(a, f"{c}/{k}")
+                for c in COHORTS
+                for k in ("tasks", "retention", "fact_accuracy", "failed")
+            },
+        }
+        for _, a in pre.iterrows()
+    ]
+    columns = (
+        Column("arm", "arm"),
+        Column("run_id", "arm run"),
+        Column("sweep", "sweep"),
+        *(
+            Column(f"{c}/{k}", f"{c} {k.replace('_', ' ')}")
+            for c in COHORTS
+            for k in ("tasks", "retention", "fact_accuracy", "failed")
+        ),
+    )
+    return Table(
+        "preflight",
+        "Preflight runs (phase=preflight, not in the tables above)",
+        columns,
+        tuple(rows),
+        note="Format preflights: kept for the record, never counted in final metrics. "
+        "Their answers are in each condition run's answers/ and grades.json.",
+    )
 
 
 def _runs_table(arms: pd.DataFrame, conds: pd.DataFrame) -> Table:
-    rows = [{"arm": a["label"], "phase": a["phase"], "task": "(arm)", "status": a["status"],
-             "run_id": a["run_id"]} for _, a in arms.iterrows()]
+    rows = [
+        {"arm": a["label"], "phase": a["phase"], "task": "(arm)", "status": a["status"], "run_id": a["run_id"]}
+        for _, a in arms.iterrows()
+    ]
     phase = dict(zip(arms["run_id"], arms["phase"], strict=True))
-    rows += [{"arm": c["label"], "phase": phase[c["arm_run_id"]], "task": c["task"], "status": c["status"],
-              "run_id": c["run_id"]}
-             for _, c in conds.sort_values("label", key=lambda s: s.map(arm_order), kind="stable").iterrows()]
+    rows += [
+        {
+            "arm": c["label"],
+            "phase": phase[c["arm_run_id"]],
+            "task": c["task"],
+            "status": c["status"],
+            "run_id": c["run_id"],
+        }
+        for _, c in conds.sort_values("label", key=lambda s: s.map(arm_order), kind="stable").iterrows()
+    ]
     columns = tuple(Column(k, k) for k in ("arm", "phase", "task", "status", "run_id"))
     return Table("runs", f"MLflow run ids behind every number ({len(rows)} runs)", columns, tuple(rows))
 
@@ -235,10 +335,16 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks)
                 points[c].append((a["label"], tokens, v))
         by_cohort[c] = {m: sorted(p) for m, p in series.items()}
     return (
-        Plot(f"{stem}-{score}-vs-n.png", f"{score_name} against Top N, S and H; Full as a dashed line",
-             plots.score_vs_n(by_cohort, full, score_name)),
-        Plot(f"{stem}-tokens-vs-{score}.png", f"mean input tokens against {score_name}, one point per arm",
-             plots.tokens_vs_score(points, score_name)),
+        Plot(
+            f"{stem}-{score}-vs-n.png",
+            f"{score_name} against Top N, S and H; Full as a dashed line",
+            plots.score_vs_n(by_cohort, full, score_name),
+        ),
+        Plot(
+            f"{stem}-tokens-vs-{score}.png",
+            f"mean input tokens against {score_name}, one point per arm",
+            plots.tokens_vs_score(points, score_name),
+        ),
     )
 
 
@@ -246,8 +352,10 @@ def _task_set_notes(conds: pd.DataFrame) -> list[str]:
     sets = conds.groupby("label")["task"].apply(frozenset)
     everyone = frozenset(conds["task"])
     short = {lb: sorted(everyone - s) for lb, s in sets.items() if s != everyone}
-    return [f"{lb} lacks tasks {', '.join(miss)}: paired comparisons use the tasks both arms ran."
-            for lb, miss in sorted(short.items(), key=lambda kv: arm_order(kv[0]))]
+    return [
+        f"{lb} lacks tasks {', '.join(miss)}: paired comparisons use the tasks both arms ran."
+        for lb, miss in sorted(short.items(), key=lambda kv: arm_order(kv[0]))
+    ]
 
 
 def _unique(frame: pd.DataFrame, col: str) -> list[str]:

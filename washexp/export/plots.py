@@ -18,8 +18,9 @@ COLORS = {"S": "tab:blue", "H": "tab:orange", "Full": "black"}
 _SIZE, _DPI = (10.0, 4.2), 110
 
 
-def score_vs_n(by_cohort: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]],
-               full: Mapping[str, float | None], ylabel: str) -> bytes:
+def score_vs_n(
+    by_cohort: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]], full: Mapping[str, float | None], ylabel: str
+) -> bytes:
     """``by_cohort[cohort][method]`` = [(N, score)]; Full drawn as a horizontal line."""
     fig, axes = plt.subplots(1, len(by_cohort), figsize=_SIZE, squeeze=False, sharey=True)
     for ax, (cohort, series) in zip(axes[0], by_cohort.items(), strict=True):
@@ -42,11 +43,15 @@ def tokens_vs_score(by_cohort: Mapping[str, Sequence[tuple[str, float, float]]],
             arm = sorted((int(lb.split("top")[1]), x, y) for lb, x, y in points if lb.startswith(f"{method} top"))
             if not arm:
                 continue
-            ax.plot([x for _, x, _ in arm], [y for _, _, y in arm], marker="o", color=COLORS[method],
-                    label=f"{method} + Top N (labels: N)")
+            ax.plot(
+                [x for _, x, _ in arm],
+                [y for _, _, y in arm],
+                marker="o",
+                color=COLORS[method],
+                label=f"{method} + Top N (labels: N)",
+            )
             for n, x, y in arm:
-                ax.annotate(str(n), (x, y), textcoords="offset points", xytext=offset, fontsize=8,
-                            color=COLORS[method])
+                ax.annotate(str(n), (x, y), textcoords="offset points", xytext=offset, fontsize=8, color=COLORS[method])
         for lb, x, y in points:
             if lb == "Full":
                 ax.scatter([x], [y], marker="*", s=160, color=COLORS["Full"], zorder=3, label="Full")

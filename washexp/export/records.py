@@ -79,10 +79,15 @@ class Record:
 
     def to_json(self) -> str:
         body = {
-            "topic": self.topic, "platform": self.platform, "date": self.date, "title": self.title,
-            "provenance": self.provenance, "notes": list(self.notes),
-            "tables": {t.key: {"title": t.title, "note": t.note, "rows": list(t.rows)}
-                       for t in (*self.tables, *self.appendix)},
+            "topic": self.topic,
+            "platform": self.platform,
+            "date": self.date,
+            "title": self.title,
+            "provenance": self.provenance,
+            "notes": list(self.notes),
+            "tables": {
+                t.key: {"title": t.title, "note": t.note, "rows": list(t.rows)} for t in (*self.tables, *self.appendix)
+            },
             "plots": [{"file": p.file, "caption": p.caption} for p in self.plots],
         }
         return json.dumps(_finite(body), indent=1, ensure_ascii=False, sort_keys=False) + "\n"
@@ -103,8 +108,16 @@ class Record:
         for p in self.plots:
             out += [f"![{p.caption}]({p.file})", "", f"*{p.caption}*", ""]
         for t in self.appendix:
-            out += ["<details>", f"<summary>{t.title}</summary>", "", *(([t.note, ""]) if t.note else []),
-                    *_markdown_table(t), "", "</details>", ""]
+            out += [
+                "<details>",
+                f"<summary>{t.title}</summary>",
+                "",
+                *(([t.note, ""]) if t.note else []),
+                *_markdown_table(t),
+                "",
+                "</details>",
+                "",
+            ]
         return "\n".join(out).rstrip("\n") + "\n"
 
     def write(self, out_dir: Path) -> list[Path]:
@@ -126,8 +139,7 @@ BUILDERS: Registry[Callable[..., list[Record]]] = Registry("record builder")
 def _markdown_table(t: Table) -> list[str]:
     if not t.rows:
         return ["(none)"]
-    lines = ["| " + " | ".join(c.header for c in t.columns) + " |",
-             "|" + "|".join("---" for _ in t.columns) + "|"]
+    lines = ["| " + " | ".join(c.header for c in t.columns) + " |", "|" + "|".join("---" for _ in t.columns) + "|"]
     for row in t.rows:
         lines.append("| " + " | ".join(c.render(row).replace("|", "\\|") for c in t.columns) + " |")
     return lines

@@ -21,11 +21,20 @@ import pandas as pd
 from washexp.errors import WashexpError
 from washexp.tracking import search
 
-ARM_COLUMNS = {"tags.method": "method", "tags.topn": "topn", "tags.phase": "phase",
-               "tags.model": "model", "tags.sweep": "sweep", "tags.washexp.overrides": "overrides"}
-CONDITION_COLUMNS = {"tags.task": "task", "tags.cohort": "cohort",
-                     "tags.washexp.sha256.fixture": "fixture_sha256",
-                     "tags.mlflow.parentRunId": "arm_run_id"}
+ARM_COLUMNS = {
+    "tags.method": "method",
+    "tags.topn": "topn",
+    "tags.phase": "phase",
+    "tags.model": "model",
+    "tags.sweep": "sweep",
+    "tags.washexp.overrides": "overrides",
+}
+CONDITION_COLUMNS = {
+    "tags.task": "task",
+    "tags.cohort": "cohort",
+    "tags.washexp.sha256.fixture": "fixture_sha256",
+    "tags.mlflow.parentRunId": "arm_run_id",
+}
 
 
 def load_runs(uri: str, experiment: str) -> pd.DataFrame:
@@ -62,8 +71,9 @@ class StudyRuns:
     """Runs seen but left out, and why."""
 
 
-def select_arms(runs: pd.DataFrame, *, model: str | None = None, sweeps: tuple[str, ...] = (),
-                until: str | None = None) -> tuple[pd.DataFrame, list[str]]:
+def select_arms(
+    runs: pd.DataFrame, *, model: str | None = None, sweeps: tuple[str, ...] = (), until: str | None = None
+) -> tuple[pd.DataFrame, list[str]]:
     """The newest finished arm run per (model, method, top-N, phase), after the filters."""
     arms = runs[_tag(runs, "washexp.kind") == "arm"].copy()
     if model is not None:
@@ -81,8 +91,10 @@ def select_arms(runs: pd.DataFrame, *, model: str | None = None, sweeps: tuple[s
     for _, group in arms.groupby(["model", "label", "phase"], sort=True):
         newest = group.iloc[0]
         if newest["status"] != "FINISHED":
-            notes.append(f"{newest['label']} ({newest['phase']}): newest arm run {newest['run_id']} "
-                         f"is {newest['status']}, left out")
+            notes.append(
+                f"{newest['label']} ({newest['phase']}): newest arm run {newest['run_id']} "
+                f"is {newest['status']}, left out"
+            )
             continue
         chosen.append(newest)
     if not chosen:
@@ -103,8 +115,9 @@ def conditions_of(runs: pd.DataFrame, arms: pd.DataFrame) -> pd.DataFrame:
     return cond.sort_values(["task"], kind="stable").reset_index(drop=True)
 
 
-def study_runs(runs: pd.DataFrame, *, model: str | None = None, sweeps: tuple[str, ...] = (),
-               until: str | None = None) -> StudyRuns:
+def study_runs(
+    runs: pd.DataFrame, *, model: str | None = None, sweeps: tuple[str, ...] = (), until: str | None = None
+) -> StudyRuns:
     arms, notes = select_arms(runs, model=model, sweeps=sweeps, until=until)
     if arms.empty:
         raise WashexpError("no finished arm runs match the filters (model, sweep, date)")

@@ -40,8 +40,10 @@ def api_key(base_url: str, env_name: str) -> str:
         return key
     if urlsplit(base_url).hostname in LOCAL_HOSTS:
         return PLACEHOLDER_KEY
-    raise ModelError(f"set {env_name} to the API key of {safe_url(base_url)} "
-                     f"(or point model.api_key_env at the variable that holds it)")
+    raise ModelError(
+        f"set {env_name} to the API key of {safe_url(base_url)} "
+        f"(or point model.api_key_env at the variable that holds it)"
+    )
 
 
 def retry_after(err: openai.APIStatusError) -> float | None:
@@ -69,16 +71,24 @@ def _message(err: openai.APIStatusError) -> str:
 class OpenAIModel:
     """A served chat model: ``chat(request) -> response``, retried and bounded."""
 
-    def __init__(self, name: str, base_url: str, api_key_env: str = "OPENAI_API_KEY",
-                 timeout_s: float = 120.0, max_retries: int = 5, max_concurrency: int = 8,
-                 backoff_s: float = 1.0):
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 120.0,
+        max_retries: int = 5,
+        max_concurrency: int = 8,
+        backoff_s: float = 1.0,
+    ):
         if not base_url:
             raise ModelError("model.base_url is not set (e.g. model.base_url=http://127.0.0.1:8000/v1)")
         self.name, self.endpoint = name, safe_url(base_url)
         self.max_retries, self.backoff_s = max_retries, backoff_s
         self._slots = threading.BoundedSemaphore(max(1, max_concurrency))
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key(base_url, api_key_env),
-                                     timeout=timeout_s, max_retries=0)
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key(base_url, api_key_env), timeout=timeout_s, max_retries=0
+        )
 
     def chat(self, request: ChatRequest) -> ChatResponse:
         last = ""
@@ -99,16 +109,15 @@ class OpenAIModel:
                 break
             if wait is None:
                 wait = random.uniform(0, min(BACKOFF_CAP_S, self.backoff_s * 2**attempt))
-            log.warning("%s: %s; retry %d/%d in %.1fs", self.endpoint, last, attempt + 1,
-                        self.max_retries, wait)
+            log.warning("%s: %s; retry %d/%d in %.1fs", self.endpoint, last, attempt + 1, self.max_retries, wait)
             time.sleep(min(wait, BACKOFF_CAP_S))
         tries = self.max_retries + 1
-        raise ModelError(f"{self.endpoint}: gave up after {tries} attempt{'s' if tries > 1 else ''}; "
-                         f"last error: {last}")
+        raise ModelError(
+            f"{self.endpoint}: gave up after {tries} attempt{'s' if tries > 1 else ''}; last error: {last}"
+        )
 
     def _once(self, request: ChatRequest) -> ChatResponse:
-        params = {"model": self.name, "messages": list(request.messages),
-                  "temperature": request.temperature}
+        params = {"model": self.name, "messages": list(request.messages), "temperature": request.temperature}
         if request.max_tokens is not None:
             params["max_tokens"] = request.max_tokens
         if request.extra_body:

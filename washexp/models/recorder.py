@@ -40,9 +40,14 @@ def request_key(model_name: str, request: ChatRequest) -> str:
 
 
 def _request_dict(request: ChatRequest) -> dict[str, Any]:
-    return {"messages": list(request.messages), "temperature": request.temperature,
-            "max_tokens": request.max_tokens, "extra_body": request.extra_body,
-            "generation": request.generation, "answer": request.answer}
+    return {
+        "messages": list(request.messages),
+        "temperature": request.temperature,
+        "max_tokens": request.max_tokens,
+        "extra_body": request.extra_body,
+        "generation": request.generation,
+        "answer": request.answer,
+    }
 
 
 class Recorder:
@@ -51,8 +56,7 @@ class Recorder:
     ``model`` may be None in strict mode: nothing will be called.
     """
 
-    def __init__(self, model: Model | None, model_name: str, directory: str | Path | None = None,
-                 mode: str = "auto"):
+    def __init__(self, model: Model | None, model_name: str, directory: str | Path | None = None, mode: str = "auto"):
         if mode not in MODES:
             raise ConfigError(f"model.replay={mode!r}: expected one of {', '.join(MODES)}")
         self.model, self.model_name, self.mode = model, model_name, mode
@@ -75,13 +79,22 @@ class Recorder:
         record = self.load(key)
         if record is None:
             if self.mode == "strict" or self.model is None:
-                raise ModelError(f"model.replay=strict: no recording for request {key} "
-                                 f"({role or 'call'}{f' of task {task_id}' if task_id else ''}) "
-                                 f"in {self.dir}")
+                raise ModelError(
+                    f"model.replay=strict: no recording for request {key} "
+                    f"({role or 'call'}{f' of task {task_id}' if task_id else ''}) "
+                    f"in {self.dir}"
+                )
             response = self.model.chat(request)
-            record = self._write(key, {"key": key, "model": self.model_name, "role": role,
-                                       "request": _request_dict(request),
-                                       "response": asdict(response)})
+            record = self._write(
+                key,
+                {
+                    "key": key,
+                    "model": self.model_name,
+                    "role": role,
+                    "request": _request_dict(request),
+                    "response": asdict(response),
+                },
+            )
             counter = "calls"
         else:
             counter = "hits"
