@@ -21,14 +21,14 @@ from washexp.compaction.hermes import (
     build_prompt,
     generate_checkpoint,
     has_real_user_turn,
-    redact,
-    reference_writer,
     serialize_turns,
     strip_summary_prefix,
     validate_provenance,
     with_summary_prefix,
     word_limit,
 )
+from washexp.redact import redact
+from washexp.reference import reference_writer
 from washexp.tokens import count
 
 FOCUS = "Investigate the original payment retry incident."

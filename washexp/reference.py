@@ -8,8 +8,10 @@ retention is the headline of offline runs.
 
 from __future__ import annotations
 
+import re
+
 from washexp import extractive
-from washexp.compaction.hermes import Writer, reference_writer
+from washexp.compaction import hermes
 from washexp.roles import BACKENDS, RankJob, Roles, SummaryJob
 
 
@@ -39,6 +41,51 @@ def _render(chosen: list[extractive.Line]) -> str:
     return "\n".join(out)
 
 
+_BLOCK = re.compile(r"^\[(TOOL RESULT [^\]\n]*|[A-Z]+)\]: ?")
+
+
+def _candidates(serialized: str, focus: str) -> list[extractive.Line]:
+    """Every scored line; the tool-result lines when there are any."""
+    focus_words, seen = extractive.words(focus), set()
+    found: dict[bool, list[extractive.Line]] = {True: [], False: []}
+    in_tool, lines = False, serialized.split("\n")
+    for pos, raw in enumerate(lines):
+        m = _BLOCK.match(raw) if pos == 0 or not lines[pos - 1] else None  # messages: "\n\n"
+        if m:
+            in_tool, raw = m.group(1).startswith("TOOL RESULT"), raw[m.end() :]
+        line = extractive.clean(raw)
+        if (
+            not line
+            or line in seen
+            or line == hermes.TRUNCATION_MARKER.strip()
+            or line.startswith("...[summary input")
+            or hermes.USER_ASKED.search(line)
+        ):
+            continue  # markers, repeats, and quoted attribution that would fail provenance
+        seen.add(line)
+        points = extractive.score(line, focus_words)
+        if points:
+            found[in_tool].append(extractive.Line(points, pos, line))
+    return found[True] or found[False]
+
+
+def reference_writer(request: hermes.CheckpointRequest) -> str:
+    """Deterministic extractive baseline (not an LLM): the snapshot line and Critical Context
+    bullets from tool-result lines, ranked by structured tokens + focus overlap (ties in source
+    order), taken greedily while the body stays within the target tokens and the word limit,
+    rendered in source order."""
+    snapshot = hermes.NO_USER_SENTINEL if not request.has_user_turn else "Not reconstructed by the reference writer."
+    head = f"{hermes.SNAPSHOT_HEADING}\n{snapshot}\n\n## Critical Context"
+
+    def render(chosen: list[extractive.Line]) -> str:
+        return head + "".join(f"\n- {c.text}" for c in chosen)
+
+    chosen = extractive.select(
+        _candidates(request.serialized, request.focus), render, request.target_tokens, request.word_limit
+    )
+    return render(chosen)
+
+
 def rank(job: RankJob) -> list[float]:
     import logging
 
@@ -52,7 +99,7 @@ def rank(job: RankJob) -> list[float]:
     return [round(float(s), 6) for s in retriever.get_scores(query)]
 
 
-def _checkpoint_writer(task_id: str, generation: int) -> Writer:
+def _checkpoint_writer(task_id: str, generation: int) -> hermes.Writer:
     return reference_writer  # deterministic: every generation writes the same checkpoint
 
 
