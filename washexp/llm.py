@@ -178,4 +178,5 @@ def openai_backend(model) -> Roles:
         concurrency=model.max_concurrency,
         records=records,
         hermes_checkpoint=hermes_checkpoint if hermes_real.version() else None,
+        calls=lambda: f"{rec.calls} calls, {rec.hits} replayed",
     )

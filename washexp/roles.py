@@ -71,6 +71,8 @@ class Roles:
     hermes_checkpoint: Callable[[str, int, list[dict], str, int], Checkpoint] | None = None
     """The real Hermes H (task id, generation, turns, focus, allowance), when the backend has
     one (``method.h_impl=hermes``; ``auto`` picks it when present)."""
+    calls: Callable[[], str] | None = None
+    """A short account of the model calls so far (made, replayed), for progress lines."""
 
 
 BACKENDS: Registry[Roles] = Registry("model backend")

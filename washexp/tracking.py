@@ -20,7 +20,7 @@ import os
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,6 +260,17 @@ def search(uri: str, experiment: str, filter_string: str = ""):
     mlflow.set_tracking_uri(uri)
     with quiet_mlflow():
         return mlflow.search_runs([exp_id], filter_string=filter_string, output_format="pandas", max_results=100_000)
+
+
+def attach(uri: str, run_ids: Iterable[str], files: list[Path], folder: str) -> None:
+    """Log ``files`` into ``folder`` of finished runs (the exporter's plots beside the numbers);
+    logging the same file again replaces it."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    for run_id in run_ids:
+        for f in files:
+            client.log_artifact(run_id, str(f), folder)
 
 
 def _param_value(value: Any) -> str:

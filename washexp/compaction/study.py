@@ -218,13 +218,13 @@ def _run_conditions(plan: ArmPlan, cfg, tracker, arm_id: str | None):
                 run.fail(err)
                 counts["failed"] += 1
                 per_task[task.id] = {"failed": 1.0, "contexts": float(generations)}
-                _progress(plan.arm.label, task.id, "FAILED", counts, len(plan.tasks))
+                _progress(plan, task.id, "FAILED", counts)
                 continue
             artifacts["config.yaml"] = plan.config_yaml
             run.finish(metrics, artifacts, manifest_extra={"fixture": task.files, "source": plan.source}, tables=tables)
             per_task[task.id] = metrics
             counts["run"] += 1
-            _progress(plan.arm.label, task.id, "done", counts, len(plan.tasks))
+            _progress(plan, task.id, "done", counts)
     if fatal:
         raise fatal
     return per_task, counts
@@ -257,13 +257,14 @@ def arm_metrics(per_task: dict[str, dict[str, float]], cohorts: dict[str, str]) 
     return out
 
 
-def _progress(label: str, task_id: str, outcome: str, counts: dict[str, int], total: int) -> None:
+def _progress(plan: ArmPlan, task_id: str, outcome: str, counts: dict[str, int]) -> None:
     """One stderr line per computed condition, so a long sweep can be followed; quiet in CI."""
     if os.environ.get("CI", "").lower() in ("1", "true"):
         return
+    calls = f", {plan.roles.calls()}" if plan.roles.calls else ""
     print(
-        f"  {label} · {task_id}: {outcome} ({sum(counts.values())}/{total} conditions,"
-        f" {counts['reused']} reused, {counts['failed']} failed)",
+        f"  {plan.arm.label} · {task_id}: {outcome} ({sum(counts.values())}/{len(plan.tasks)} conditions,"
+        f" {counts['reused']} reused, {counts['failed']} failed{calls})",
         file=sys.stderr,
         flush=True,
     )

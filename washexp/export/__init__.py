@@ -14,6 +14,7 @@ from washexp.errors import WashexpError
 from washexp.export import compaction as _compaction  # noqa: F401  (registers its builder)
 from washexp.export.records import BUILDERS, Record
 from washexp.export.tables import load_runs
+from washexp.tracking import attach
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,14 @@ def build(options: ExportOptions) -> list[Record]:
 
 
 def export(options: ExportOptions) -> list[Path]:
-    """Build the records and write them; return every path written."""
-    return [p for r in build(options) for p in r.write(options.out)]
+    """Build the records, write them, and attach each record's plots to the arm runs it
+    covers (under ``plots/``, so the UI shows them beside the numbers); return the paths."""
+    written = []
+    for record in build(options):
+        paths = record.write(options.out)
+        attach(options.uri, record.arm_runs, [options.out / p.file for p in record.plots], "plots")
+        written += paths
+    return written
 
 
 __all__ = ["BUILDERS", "ExportOptions", "Record", "build", "export"]

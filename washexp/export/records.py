@@ -72,6 +72,8 @@ class Record:
     plots: tuple[Plot, ...] = ()
     appendix: tuple[Table, ...] = ()
     """Tables shown folded in the markdown (e.g. every run id)."""
+    arm_runs: tuple[str, ...] = ()
+    """The runs the plots describe: the exporter attaches the plots to them."""
 
     @property
     def stem(self) -> str:
