@@ -158,3 +158,12 @@ def test_jev_ranking_is_parsed_strictly(reply, problem):
 
 def test_jev_ranking_accepts_exact_json():
     assert parse_scores('{"scores": [0, 55.5]}', 2) == [0.0, 55.5]
+
+
+def test_a_corrupt_recording_is_one_clear_error(tmp_path):
+    recorder = Recorder(None, "qwen-test", tmp_path, mode="strict")
+    path = recorder.path(request_key("qwen-test", REQ))
+    path.parent.mkdir(parents=True)
+    path.write_text('{"key": "trunc', encoding="utf-8")
+    with pytest.raises(ModelError, match=r"not a valid recording .* delete it to ask the model again"):
+        recorder.chat(REQ)

@@ -108,10 +108,13 @@ class Recorder:
     def load(self, key: str) -> dict | None:
         if key in self._seen:  # a record never changes once written
             return self._seen[key]
+        path = self.path(key)
         try:
-            return json.loads(self.path(key).read_text(encoding="utf-8"))
+            return json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return None
+        except json.JSONDecodeError as err:
+            raise ModelError(f"{path}: not a valid recording ({err.msg}); delete it to ask the model again") from None
 
     def records(self, task_id: str, roles: set[str] | None = None) -> dict[str, dict]:
         """The records this recorder made or replayed for ``task_id`` (key -> record)."""
