@@ -32,6 +32,9 @@ def test_empty_range_is_an_error():
         ("topn=-2", "topn=-2: must be >= 0"),
         ("model.generations=many", "generations"),
         ("nosuchkey=1", "nosuchkey"),
+        # trap: `???` in a YAML file does not override a dataclass default: model.name must have none
+        ("model=openai", "model.name: Structured config of type `ModelConfig` has missing mandatory value"),
+        ("model.backend=openia", "did you mean 'openai'"),
     ],
 )
 def test_bad_override_is_one_clear_line(store, override, expected):

@@ -20,6 +20,7 @@ import sys
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from washexp import PROJECT_ROOT
 from washexp.config import register
@@ -72,11 +73,15 @@ def _hydra_job(cfg: DictConfig) -> None:
         _job_errors.append(str(err))
     except WashexpError as err:
         _job_errors.append(str(err))
+    except OmegaConfBaseException as err:  # e.g. a mandatory value left unset
+        _job_errors.append(f"bad config: {one_line(err)}")
 
 
 def one_line(err: BaseException) -> str:
     """A Hydra/OmegaConf/washexp error as one line a user can act on."""
     parts = [str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__]
+    if getattr(err, "full_key", None):  # OmegaConf knows which key it is about
+        parts.insert(0, err.full_key)
     cause = err.__cause__
     if cause is not None and str(cause).strip():
         parts.append(str(cause).strip().splitlines()[0])
@@ -89,7 +94,6 @@ def one_line(err: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
 
     args = sys.argv[1:] if argv is None else argv
     register()

@@ -24,13 +24,16 @@ class BenchmarkConfig:
 class ModelConfig:
     backend: str = "reference"
     """Which implementation of the roles: ``reference`` (offline, deterministic) or ``openai``."""
-    name: str = "reference"
+    name: str = MISSING
+    """Required: the model's name at its endpoint (``???`` in a YAML file would not override a
+    default, so there is none)."""
     tier: str = "reference"
     platform: str = "reference"
     generations: int = 1
     """Independently generated summary/ranking pairs per task."""
     answers_per_context: int = 2
     base_url: str | None = None
+    """The endpoint (an OpenAI-compatible ``.../v1``); required by ``backend=openai``."""
     api_key_env: str = "OPENAI_API_KEY"
     """The name of the environment variable holding the key; never the key itself."""
     temperature: float = 0.0
