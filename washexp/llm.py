@@ -65,28 +65,18 @@ def parse_scores(text: str, n: int) -> list[float]:
 def recorder_for(model) -> Recorder:
     """One recorder (and client) per process and endpoint settings, shared by every arm, so
     its call/replay counts cover a whole sweep and its concurrency bound holds across arms."""
-    key = (
+    endpoint = (
         model.name,
         model.base_url,
         model.api_key_env,
         model.timeout_s,
         model.max_retries,
         model.max_concurrency,
-        model.recordings,
-        model.replay,
     )
+    key = (*endpoint, model.recordings, model.replay)
     with _recorders_lock:
         if key not in _recorders:
-            client = None
-            if model.replay != "strict":
-                client = OpenAIModel(
-                    model.name,
-                    model.base_url,
-                    model.api_key_env,
-                    model.timeout_s,
-                    model.max_retries,
-                    model.max_concurrency,
-                )
+            client = OpenAIModel(*endpoint) if model.replay != "strict" else None  # strict never calls out
             _recorders[key] = Recorder(client, model.name, model.recordings, model.replay)
         return _recorders[key]
 

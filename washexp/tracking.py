@@ -87,7 +87,6 @@ class Tracker:
         from filelock import FileLock
         from mlflow.tracking import MlflowClient
 
-        self.uri = uri
         mlflow.set_tracking_uri(uri)
         self.client = MlflowClient(uri)
         artifact_root.mkdir(parents=True, exist_ok=True)
@@ -170,8 +169,6 @@ class NullTracker:
     """Tracking off (``tracking.enabled=false``): nothing is stored. Runs finished in this
     process are still found again, so one sweep never repeats identical work (Full under a
     top-N sweep runs once)."""
-
-    uri = None
 
     def __init__(self) -> None:
         self._ids = itertools.count()

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
-from washexp.compaction import budget, hermes
+from washexp.compaction import budget, hermes, hermes_real
 from washexp.compaction.aggregate import mean, task_score
 from washexp.compaction.context import (
     Context,
@@ -268,7 +268,7 @@ def _frozen_artifacts(
             frozen = _frozen(task, roles, g, sizes.allowance)
             out[f"ranking/g{g}.json"] = _json(_ranking(task, frozen.scores, arm.topn))
             if arm.method == "H":
-                out[f"summary/g{g}.checkpoint.json"] = _json(_checkpoint_record(frozen.h.get(impl), impl, roles.spec))
+                out[f"summary/g{g}.checkpoint.json"] = _json(_checkpoint_record(frozen.h.get(impl), impl))
         if gen.valid:
             out[f"contexts/g{g}.json"] = _json(list(gen.outcome.context.messages))
             out[f"retention/g{g}.json"] = _json(gen.missing)
@@ -319,14 +319,10 @@ def _ranking(task: Task, scores: list[float], n: int | None) -> dict:
     }
 
 
-def _checkpoint_record(cp: hermes.Checkpoint | None, impl: str = "native", spec: dict | None = None) -> dict:
+def _checkpoint_record(cp: hermes.Checkpoint | None, impl: str) -> dict:
     if cp is None:
         return {}
-    protocol = (
-        hermes.PROTOCOL
-        if impl == "native"
-        else (f"hermes-agent=={(spec or {}).get('hermes_agent')} ContextCompressor._generate_summary")
-    )
+    protocol = hermes.PROTOCOL if impl == "native" else hermes_real.protocol()
     return {
         "impl": impl,
         "protocol": protocol,

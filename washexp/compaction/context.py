@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 from washexp import PACKAGE_DIR
 from washexp.fixtures.compaction import Task
@@ -55,12 +55,12 @@ class Context:
     """Indices of the source units carried whole."""
     summary_tokens: int = 0
 
-    @property
+    @cached_property
     def input_tokens(self) -> int:
         """Complete-input size in Qwen tokens (ChatML rendering)."""
         return count_chat(list(self.messages))
 
-    @property
+    @cached_property
     def evidence_text(self) -> str:
         """What the reader sees beyond the system prompt, the task and the follow-up."""
         parts = []

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from washexp.compaction.conditions import Arm
 from washexp.errors import WashexpError
 from washexp.tracking import search
 
@@ -45,10 +46,6 @@ def load_runs(uri: str, experiment: str) -> pd.DataFrame:
     if runs.empty:
         raise WashexpError(f"experiment {experiment!r} in {uri} has no runs")
     return runs
-
-
-def arm_label(method: str, topn: str) -> str:
-    return "Full" if method == "full" else f"{method} top{topn}"
 
 
 def arm_order(label: str) -> tuple:
@@ -84,7 +81,9 @@ def select_arms(
     if until is not None:
         arms = arms[arms["start_time"].dt.strftime("%Y-%m-%d") <= until]
     arms = arms.rename(columns=ARM_COLUMNS)
-    arms["label"] = [arm_label(m, n) for m, n in zip(arms["method"], arms["topn"], strict=True)]
+    arms["label"] = [
+        Arm(m, None if m == "full" else n).label for m, n in zip(arms["method"], arms["topn"], strict=True)
+    ]
     arms = arms.sort_values("start_time", ascending=False, kind="stable")
     notes = []
     chosen = []
