@@ -138,7 +138,22 @@ def _wait_healthy(port: int, server: subprocess.Popen, timeout_s: float = 60.0) 
     return False
 
 
+PASSTHROUGH = {
+    "score": "washexp.wash.score:main",
+    "caliper": "washexp.wash.caliper:main",
+    "feed": "washexp.wash.feed:main",
+    "gate": "washexp.wash.gate:main",
+}
+"""Commands that parse their own arguments (``score`` keeps score.mjs's flags and exit codes)."""
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in PASSTHROUGH:
+        import importlib
+
+        module, _, name = PASSTHROUGH[argv[0]].partition(":")
+        return getattr(importlib.import_module(module), name)(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return {"export": export, "ui": ui}[args.command](args)
