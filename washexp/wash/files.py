@@ -1,0 +1,27 @@
+"""A memory store as score.mjs reads it: the top-level ``*.md`` files, by sorted name.
+
+Only regular files directly in the folder whose names end in ``.md`` count (no recursion;
+``expected.json`` and any other file are ignored). Names sort by code point, as JavaScript's
+default ``sort`` does for these names; contents decode as UTF-8 with a BOM kept, never stripped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def md_names(folder: str | Path) -> list[str]:
+    """The store's ``*.md`` file names, sorted."""
+    folder = Path(folder)
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".md") and p.is_file())
+
+
+def read_md(folder: str | Path) -> dict[str, str]:
+    """name -> text of every top-level ``*.md`` file, in sorted-name order."""
+    folder = Path(folder)
+    return {name: (folder / name).read_bytes().decode("utf-8") for name in md_names(folder)}
+
+
+def joined(files: dict[str, str]) -> str:
+    """The text the scorer searches: every file's text joined with a newline, in order."""
+    return "\n".join(files.values())
