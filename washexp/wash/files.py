@@ -1,8 +1,8 @@
 """A memory store as score.mjs reads it: the top-level ``*.md`` files, by sorted name.
 
 Only regular files directly in the folder whose names end in ``.md`` count (no recursion;
-``expected.json`` and any other file are ignored). Names sort by code point, as JavaScript's
-default ``sort`` does for these names; contents decode as UTF-8 with a BOM kept, never stripped.
+``expected.json`` and any other file are ignored). Names sort by UTF-16 code unit, as
+JavaScript's default ``sort`` does; contents decode as UTF-8 with a BOM kept, never stripped.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 def md_names(folder: str | Path) -> list[str]:
     """The store's ``*.md`` file names, sorted."""
     folder = Path(folder)
-    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".md") and p.is_file())
+    names = (p.name for p in folder.iterdir() if p.name.endswith(".md") and p.is_file())
+    return sorted(names, key=lambda n: n.encode("utf-16-be"))  # big-endian bytes order as code units
 
 
 def read_md(folder: str | Path) -> dict[str, str]:
