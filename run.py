@@ -2,8 +2,9 @@
 """Run washexp benchmarks: ``python run.py -m method=S,H topn=0..5`` (see README.md)."""
 
 import sys
+from pathlib import Path
 
 from washexp.app import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(root=Path(__file__).resolve().parent))  # this file's folder is the project

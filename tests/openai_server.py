@@ -11,7 +11,7 @@ native or Hermes': "TURNS TO SUMMARIZE"). Replies by kind:
 - S and H: a short scripted body (H's is a valid no-user checkpoint within any allowance).
 
 ``Script.forced`` holds behaviours for the next requests, whatever their kind: ``"429:<s>"``
-(with ``Retry-After: <s>``), ``"500"``, ``"400"``, ``"hang:<s>"`` (answer after s seconds,
+(with ``Retry-After: <s>``), ``"500"``, ``"408"``, ``"409"``, ``"400"``, ``"hang:<s>"`` (answer after s seconds,
 past a short client timeout), ``"drop"`` (close the connection without a response).
 """
 
@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from washexp.fixtures.compaction import load_tasks
+from washexp.compaction.fixtures import load_tasks
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compaction"
 S_BODY = "Scripted summary from the test server (not a model): {n} units were read."
@@ -141,8 +141,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(
                     429, {"error": {"message": "scripted rate limit"}}, {"Retry-After": forced.split(":")[1]}
                 )
-            elif forced == "500":
-                return self._send(500, {"error": {"message": "scripted server error"}})
+            elif forced in ("500", "408", "409"):
+                return self._send(int(forced), {"error": {"message": f"scripted status {forced}"}})
             elif forced == "400":
                 return self._send(400, {"error": {"message": "scripted: this model does not accept that request"}})
             text = s.reply(kind, task, messages)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import run_cli
-from washexp.app import expand_ranges
+from washexp.app import expand_ranges, expand_short_keys
 from washexp.errors import WashexpError
 
 
@@ -15,6 +15,16 @@ def test_range_sugar_is_inclusive():
     assert expand_ranges(["model.generations=1..3"]) == ["model.generations=range(1,4)"]
     assert expand_ranges(["task=payment", "topn=3"]) == ["task=payment", "topn=3"]
     assert expand_ranges(["topn=-1..1"]) == ["topn=range(-1,2)"]
+
+
+def test_short_keys_set_the_family_node():
+    assert expand_short_keys(["-m", "method=S,H", "topn=range(0,6)", "task=[a,b]"]) == [
+        "-m",
+        "method=S,H",
+        "compaction.topn=range(0,6)",
+        "compaction.task=[a,b]",
+    ]
+    assert expand_short_keys(["model.topn=1", "topnx=1"]) == ["model.topn=1", "topnx=1"]
 
 
 def test_empty_range_is_an_error():
@@ -39,7 +49,7 @@ def test_empty_range_is_an_error():
 )
 def test_bad_override_is_one_clear_line(store, override, expected):
     proc = run_cli([override], store, check=False)
-    assert proc.returncode != 0
+    assert proc.returncode == 2  # a usage or input error, found before any work
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("washexp: ") and expected in lines[0], lines[0]

@@ -7,26 +7,30 @@ from pathlib import Path
 
 import pytest
 
-from washexp.compaction import hermes
-from washexp.compaction.conditions import Arm, Sizes, _outcome, run_condition
-from washexp.compaction.study import arm_metrics
+from washexp.compaction import h_native as hermes
+from washexp.compaction.aggregate import arm_metrics
+from washexp.compaction.condition import Arm, Sizes, outcome, run_condition
+from washexp.compaction.fixtures import load_task
+from washexp.compaction.frozen import FrozenCache
+from washexp.compaction.roles import roles_for
 from washexp.config import ModelConfig
-from washexp.fixtures.compaction import load_task
-from washexp.roles import roles_for
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compaction"
 
 
 @pytest.fixture(scope="module")
 def reference():
-    return roles_for(ModelConfig())
+    return FrozenCache(roles_for(ModelConfig(name="reference")))
 
 
-def _with_writer(roles, write):
-    # A distinct spec keeps the memoized frozen S/H of the real reference roles out of reach.
-    return dataclasses.replace(
-        roles, spec={**roles.spec, "checkpoint": write.__name__}, checkpoint_writer=lambda task_id, g: write
-    )
+def _with_writer(cache, write):
+    # A cache of its own: the frozen S/H of the real reference roles stay out of reach.
+    return FrozenCache(dataclasses.replace(cache.roles, checkpoint_writer=lambda task_id, g: write))
+
+
+def run(task, arm, cache):
+    out = run_condition(task, arm, cache, 1, 0)
+    return out.metrics, out.artifacts, out.tables
 
 
 def test_h_that_invents_a_user_is_invalid_and_scores_zero(reference):
@@ -34,7 +38,7 @@ def test_h_that_invents_a_user_is_invalid_and_scores_zero(reference):
         return "## Historical Task Snapshot\nUser asked: investigate PAY-4827\n\n## Critical Context\n- PAY-4827"
 
     task = load_task(FIXTURES / "payment")
-    metrics, artifacts, tables = run_condition(task, Arm("H", 3), _with_writer(reference, attributes_to_user), 1, 0)
+    metrics, artifacts, tables = run(task, Arm("H", 3), _with_writer(reference, attributes_to_user))
     assert metrics["valid"] == 0 and metrics["retention"] == 0 and metrics["contexts_valid"] == 0
     assert "contexts/g0.json" not in artifacts  # no fallback to the original history
     record = artifacts["summary/g0.checkpoint.json"]
@@ -47,14 +51,14 @@ def test_h_over_the_allowance_three_times_is_invalid(reference):
         return f"{hermes.SNAPSHOT_HEADING}\n{hermes.NO_USER_SENTINEL}\n\n## Critical Context\n" + "- INV-731 " * 400
 
     task = load_task(FIXTURES / "backup")
-    metrics, artifacts, _ = run_condition(task, Arm("H", 0), _with_writer(reference, rambles), 1, 0)
+    metrics, artifacts, _ = run(task, Arm("H", 0), _with_writer(reference, rambles))
     assert metrics["valid"] == 0 and metrics["retention"] == 0
     assert artifacts["summary/g0.checkpoint.json"].count('"over_allowance"') == 3
 
 
 def test_h_no_shorter_than_full_is_invalid(reference):
     task = load_task(FIXTURES / "package_versions")
-    real = run_condition(task, Arm("H", 0), reference, 1, 0)[0]
+    real = run(task, Arm("H", 0), reference)[0]
     sizes = Sizes(
         evidence_tokens=0,
         allowance=int(real["allowance"]),
@@ -63,21 +67,22 @@ def test_h_no_shorter_than_full_is_invalid(reference):
         ceiling_base=10_000,
         ceiling=10_000,
     )
-    out = _outcome(task, Arm("H", 0), reference, 0, sizes)
+    out = outcome(task, Arm("H", 0), reference, 0, sizes)
     assert out.context is None and out.invalid.startswith(f"H input {int(real['input_tokens'])} >= Full")
 
 
 def test_s_is_never_filtered_even_when_it_grows(reference):
     # A short control may use more input with fusion; it is reported, not dropped.
-    task = load_task(FIXTURES / "package_versions")
-    metrics = run_condition(task, Arm("S", 5), reference, 1, 0)[0]
-    assert metrics["valid"] == 1 and metrics["retention"] == 1.0
-    assert metrics["contexts_shortened"] == float(metrics["input_tokens"] < metrics["full_input_tokens"])
+    task = load_task(FIXTURES / "meeting_notes")  # one unit: S + that unit outgrows Full
+    metrics = run(task, Arm("S", 5), reference)[0]
+    assert metrics["input_tokens"] > metrics["full_input_tokens"]  # the fused context grew...
+    assert metrics["valid"] == 1 and metrics["retention"] == 1.0  # ...and was kept, not filtered
+    assert metrics["contexts_shortened"] == 0
 
 
 def test_fewer_units_than_n_keeps_all_and_reports_the_actual_count(reference):
     task = load_task(FIXTURES / "meeting_notes")  # a single unit
-    metrics, artifacts, _ = run_condition(task, Arm("S", 5), reference, 1, 0)
+    metrics, artifacts, _ = run(task, Arm("S", 5), reference)
     assert metrics["units_kept"] == 1 and metrics["units_total"] == 1
     assert '"requested_n": 5' in artifacts["ranking/g0.json"]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from washexp.compaction import collect
+from washexp.compaction.fixtures import load_task, load_tasks, structural_cohort
 from washexp.errors import FixtureError
-from washexp.fixtures import collect
-from washexp.fixtures.compaction import load_task, load_tasks, structural_cohort
 from washexp.needles import contains
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,9 +40,7 @@ def test_task_matches_the_study_verbatim(task_id):
     assert _typed(task.expected) == _typed(spec["expected"])
     assert list(task.expected) == list(spec["expected"])
     assert list(task.unordered_fields) == spec["unordered_fields"]
-    assert task.declared_cohort == spec["declared_cohort"] or (
-        spec["declared_cohort"] == "primary" and task.declared_cohort == "primary"
-    )
+    assert task.declared_cohort == spec["declared_cohort"]
     # Full context carries every needle: the fixture is answerable before any compaction.
     evidence = "\n".join(u.content for u in task.units)
     assert all(contains(evidence, n) for ns in task.needles.values() for n in ns)

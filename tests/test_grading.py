@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from washexp.compaction.fixtures import load_task
 from washexp.compaction.grading import grade, parse_facts, strict_equal, unordered_equal
-from washexp.fixtures.compaction import load_task
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compaction"
 

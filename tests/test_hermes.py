@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from washexp.compaction.hermes import (
+from washexp.compaction.checkpoint import ProvenanceError, word_limit
+from washexp.compaction.h_native import (
     CONTENT_HEAD,
     CONTENT_TAIL,
     INPUT_MAX,
@@ -17,7 +18,6 @@ from washexp.compaction.hermes import (
     SUMMARY_PREFIX,
     TRUNCATION_MARKER,
     CheckpointRequest,
-    ProvenanceError,
     build_prompt,
     generate_checkpoint,
     has_real_user_turn,
@@ -25,10 +25,9 @@ from washexp.compaction.hermes import (
     strip_summary_prefix,
     validate_provenance,
     with_summary_prefix,
-    word_limit,
 )
-from washexp.redact import redact
-from washexp.reference import reference_writer
+from washexp.compaction.redact import redact
+from washexp.compaction.reference import reference_writer
 from washexp.tokens import count
 
 FOCUS = "Investigate the original payment retry incident."
@@ -210,14 +209,18 @@ def test_env_style_token_assignment_is_redacted_like_hermes():
     assert redact(line) == "UNIQUE_TOKEN=[REDACTED]"
     assert redact("   12|" + line) == "   12|UNIQUE_TOKEN=[REDACTED]"
     hermes = pytest.importorskip("agent.redact")
-    for sample in (
-        line,
-        "export " + line,
-        "sk-proj-abcdefghijklmnop1234",
-        "Authorization: Bearer abcdefghijklmnopqrstuvwxyz",
+    # Both mask the same span of each sample: what precedes it is kept word for word and the
+    # secret's middle is gone (Hermes keeps a 6+4 character hint of long values; we keep none).
+    for kept, secret in (
+        ("UNIQUE_TOKEN=", "tok_9f31c_middle"),
+        ("export UNIQUE_TOKEN=", "tok_9f31c_middle"),
+        ("", "sk-proj-abcdefghijklmnop1234"),
+        ("Authorization: Bearer ", "abcdefghijklmnopqrstuvwxyz"),
     ):
-        masked = hermes.redact_sensitive_text(sample, force=True)
-        assert masked != sample and redact(sample) != sample
+        theirs, ours = hermes.redact_sensitive_text(kept + secret, force=True), redact(kept + secret)
+        for masked in (theirs, ours):
+            assert masked.startswith(kept) and secret[6:-4] not in masked, (kept, masked)
+        assert ours == kept + "[REDACTED]"
     assert hermes.redact_sensitive_text("PAY-4827 10.0.4.17:8443", force=True) == redact("PAY-4827 10.0.4.17:8443")
 
 
@@ -363,7 +366,8 @@ def test_reference_writer_keeps_structured_facts_and_is_deterministic():
     body = reference_writer(request)
     assert body == reference_writer(request)
     assert "INV-731" in body
-    assert "UNIQUE_TOKEN=[REDACTED]" in body or "tok_9f31c_middle" not in body
+    assert "tok_9f31c_middle" in str(_payment_turns())  # the raw token is in the evidence...
+    assert "tok_9f31c_middle" not in body  # ...and never reaches the checkpoint
     assert "|" not in body  # read_file line-number gutters are stripped
     lines = body.split("\n")[4:]
     source = request.serialized

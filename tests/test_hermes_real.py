@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from washexp.compaction import hermes, hermes_real
+from washexp.compaction import h_hermes as hermes_real
+from washexp.compaction import h_native as hermes
+from washexp.compaction.checkpoint import word_limit
 from washexp.compaction.context import to_wire
-from washexp.fixtures.compaction import load_task
+from washexp.compaction.fixtures import load_task
 
 pytestmark = pytest.mark.skipif(hermes_real.version() is None, reason="hermes-agent is not installed")
 
@@ -36,7 +38,7 @@ def test_prompt_is_frozen_and_carries_the_study_budget(payment):
         prompts.append(messages[-1]["content"])
         return BODY
 
-    body = hermes_real.summarize_once(turns, task.query, 128, hermes.word_limit(128), chat, "qwen3.8-max")
+    body = hermes_real.summarize_once(turns, task.query, 128, word_limit(128), chat, "qwen3.8-max")
     assert body == BODY  # Hermes' prefix added and stripped again by its own helper
     prompt = prompts[0]
     # Trap: Hermes writes today's date into the prompt; unfrozen, every day would be a new request

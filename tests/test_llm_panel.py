@@ -29,10 +29,10 @@ def _panel(url: str, store: Path, recordings: Path):
             "method=full,S,H",
             "topn=0..5",
             "model=openai",
-            f"model.base_url={url}",
+            f"endpoint.base_url={url}",
             "model.name=qwen3.8-max",
             "model.platform=scripted-test-server",
-            f"model.recordings={recordings}",
+            f"endpoint.recordings={recordings}",
             f"task=[{','.join(TASKS)}]",
         ],
         store,
@@ -123,7 +123,7 @@ def script_requests(local: str) -> list[dict]:
 
 def test_follow_up_and_expected_never_reach_s_jev_h(panel):
     root, *_ = panel
-    from washexp.fixtures.compaction import load_tasks
+    from washexp.compaction.fixtures import load_tasks
 
     tasks = load_tasks(Path(__file__).resolve().parent.parent / "fixtures" / "compaction", list(TASKS))
     records = [json.loads(p.read_text()) for p in (root / "recordings").rglob("*.json")]

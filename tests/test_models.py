@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.openai_server import Script, serve
+from washexp.compaction.openai_roles import parse_scores
 from washexp.errors import ModelError
-from washexp.llm import parse_scores
 from washexp.models.base import ChatRequest, ChatResponse, safe_url
-from washexp.models.openai_backend import OpenAIModel, api_key
+from washexp.models.openai_client import OpenAIModel, api_key
 from washexp.models.recorder import Recorder, request_key
 
 SECRET = "sk-test-SECRET-feedface0123456789"
@@ -41,7 +41,7 @@ def test_429_then_ok_waits_for_retry_after(server):
     assert [r["forced"] for r in script.requests] == ["429:1", None]
 
 
-@pytest.mark.parametrize("behaviour", ["500", "drop", "hang:3"])
+@pytest.mark.parametrize("behaviour", ["500", "408", "409", "drop", "hang:3"])
 def test_server_errors_drops_and_timeouts_are_retried(server, behaviour):
     script, url = server
     script.forced.append(behaviour)

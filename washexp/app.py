@@ -1,13 +1,17 @@
 """The Hydra application behind ``run.py``.
 
-``main(argv)`` does two things before Hydra sees the command line:
+``main(argv, root)`` does three things before Hydra sees the command line:
 
 - range sugar: ``k=a..b`` becomes ``k=range(a,b+1)``, an inclusive integer sweep (Hydra alone
   would read ``0..5`` as the string ``"0..5"``);
-- one-line errors: a bad override, config or fixture ends in one line on stderr and exit 2
-  (usage) or 1 (anything else), instead of Hydra's multi-line report.
+- short keys: ``topn=3`` sets ``compaction.topn`` (``config.SHORT_KEYS``), so the family's own
+  settings stay short on the command line;
+- one-line errors: a bad override, config or fixture ends in one line on stderr and exit 2;
+  a job that could not finish (an unusable endpoint) in one line and exit 1.
 
-Each Hydra job is one arm of one benchmark; the benchmark's runner does the rest.
+Each Hydra job is one arm (or measurement) of one benchmark; the family's job function does the
+rest. A :class:`Sweep` lives as long as the command: what jobs share (roles, frozen summaries, the
+endpoint's fate, errors) is kept on it, not in module globals.
 """
 
 from __future__ import annotations
@@ -15,16 +19,14 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
-from washexp import PROJECT_ROOT
-from washexp.config import register
-from washexp.errors import ModelError, WashexpError
+from washexp.config import SHORT_KEYS, register
+from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
 
 _RANGE = re.compile(r"^([\w.]+)=(-?\d+)\.\.(-?\d+)$")
 log = logging.getLogger("washexp")
@@ -44,37 +46,81 @@ def expand_ranges(args: list[str]) -> list[str]:
     return out
 
 
-def _job_info():
-    from washexp.compaction.study import JobInfo
+def expand_short_keys(args: list[str]) -> list[str]:
+    """``topn=3`` -> ``compaction.topn=3`` (see ``config.SHORT_KEYS``)."""
+    out = []
+    for arg in args:
+        key, eq, value = arg.partition("=")
+        out.append(f"{SHORT_KEYS[key]}={value}" if eq and key in SHORT_KEYS else arg)
+    return out
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """What Hydra knows about the job: kept as tags, never part of an identity."""
+
+    overrides: str
+    sweep: str
+
+
+@dataclass
+class Sweep:
+    """What the jobs of one command share, for as long as the command runs."""
+
+    root: Path
+    errors: list[str] = field(default_factory=list)
+    """One line per job that ended in a user error (a multirun goes on with its other jobs)..."""
+    exit_code: int = 0
+    endpoint_down: str | None = None
+    """...unless the model endpoint is unusable: then the remaining jobs are skipped."""
+    _shared: dict[Any, Any] = field(default_factory=dict)
+
+    def shared(self, key: Any, make):
+        """The object ``make()`` built the first time ``key`` was asked for in this sweep."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]
+
+    def fail(self, line: str, code: int) -> None:
+        self.errors.append(line)
+        self.exit_code = max(self.exit_code, code)
+
+    def close(self) -> None:
+        for value in self._shared.values():
+            close = getattr(value, "close", None)
+            if close:
+                close()
+
+
+def _job_info(root: Path):
+    from hydra.core.hydra_config import HydraConfig
 
     hc = HydraConfig.get()
     multirun = hc.mode.name == "MULTIRUN"
     sweep_dir = hc.sweep.dir if multirun else hc.run.dir
-    return JobInfo(overrides=hc.job.override_dirname or "(defaults)", sweep=os.path.relpath(sweep_dir, PROJECT_ROOT))
+    return JobInfo(overrides=hc.job.override_dirname or "(defaults)", sweep=os.path.relpath(sweep_dir, root))
 
 
-_job_errors: list[str] = []
-"""One line per job that ended in a user error. Kept here rather than raised: Hydra would print
-its own report, and a multirun goes on with its other jobs..."""
-_endpoint_down: list[str] = []
-"""...unless the model endpoint is unusable: then the remaining jobs are skipped."""
+def _run_job(cfg, sweep: Sweep) -> None:
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
+    from washexp.benchmarks import JOBS
 
-@hydra.main(config_path=str(PROJECT_ROOT / "conf"), config_name="config", version_base="1.3")
-def _hydra_job(cfg: DictConfig) -> None:
-    from washexp.benchmarks import run_benchmark
-
-    if _endpoint_down:
+    if sweep.endpoint_down:
         return  # the sweep's endpoint failed in an earlier job: every job would wait and fail alike
     try:
-        run_benchmark(OmegaConf.to_object(cfg), _job_info())
+        config = OmegaConf.to_object(cfg)
+        JOBS.get(config.benchmark.name)(config, _job_info(sweep.root), sweep)
     except ModelError as err:
-        _endpoint_down.append(str(err))
-        _job_errors.append(str(err))
+        sweep.endpoint_down = str(err)
+        sweep.fail(str(err), 1)
+    except (ConfigError, FixtureError) as err:  # found before any work
+        sweep.fail(str(err), 2)
     except WashexpError as err:
-        _job_errors.append(str(err))
+        sweep.fail(str(err), 1)
     except OmegaConfBaseException as err:  # e.g. a mandatory value left unset
-        _job_errors.append(f"bad config: {one_line(err)}")
+        sweep.fail(f"bad config: {one_line(err)}", 2)
 
 
 def one_line(err: BaseException) -> str:
@@ -92,20 +138,43 @@ def one_line(err: BaseException) -> str:
     return ": ".join(dict.fromkeys(parts))
 
 
-def main(argv: list[str] | None = None) -> int:
+def _sigterm(*_):
+    raise SystemExit(143)  # unwinds like Ctrl-C: open runs end KILLED, servers stop
+
+
+def main(argv: list[str] | None = None, root: Path | None = None) -> int:
+    """``root``: the project (the folder holding ``conf/`` and ``run.py``); by default found
+    from the working directory."""
+    import hydra
     from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from washexp.project import find_root
 
     args = sys.argv[1:] if argv is None else argv
+    try:
+        root = Path(root).resolve() if root else find_root()
+        sys.argv = [sys.argv[0], *expand_short_keys(expand_ranges(args))]
+    except WashexpError as err:
+        print(f"washexp: {err}", file=sys.stderr)
+        return 2
     register()
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # let errors reach us; we print one line
+    sweep = Sweep(root)
+
+    @hydra.main(config_path=str(root / "conf"), config_name="config", version_base="1.3")
+    def job(cfg) -> None:
+        _run_job(cfg, sweep)
+
+    previous = signal.signal(signal.SIGTERM, _sigterm)
     try:
-        sys.argv = [sys.argv[0], *expand_ranges(args)]
-        _hydra_job()
+        job()
     except (HydraException, OmegaConfBaseException) as err:
         print(f"washexp: bad config: {one_line(err)}", file=sys.stderr)
         return 2
-    except WashexpError as err:
-        _job_errors.append(str(err))
-    for line in dict.fromkeys(_job_errors):
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        sweep.close()
+    for line in dict.fromkeys(sweep.errors):
         print(f"washexp: {line}", file=sys.stderr)
-    return 1 if _job_errors else 0
+    return sweep.exit_code

@@ -20,7 +20,6 @@ import urllib.request
 import webbrowser
 from pathlib import Path
 
-from washexp import PROJECT_ROOT
 from washexp.errors import WashexpError
 
 
@@ -31,14 +30,14 @@ def _date(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(root: Path) -> argparse.ArgumentParser:
     from washexp.tracking import default_uri
 
     p = argparse.ArgumentParser(prog="washexp", description="washexp: records and the MLflow UI.")
     sub = p.add_subparsers(dest="command", required=True)
     store = argparse.ArgumentParser(add_help=False)
     store.add_argument(
-        "--tracking-uri", default=default_uri(), help="MLflow store (default: sqlite:///<project>/mlruns/mlflow.db)"
+        "--tracking-uri", default=default_uri(root), help="MLflow store (default: sqlite:///<project>/mlruns/mlflow.db)"
     )
     store.add_argument("--experiment", default="compaction", help="experiment name (default: compaction)")
 
@@ -53,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--model", help="only runs of this model (default: one record per model)")
     e.add_argument("--date", type=_date, help="the record as of this UTC day: runs started on or before it")
     e.add_argument("--topic", help="record builder (default: the experiment's name)")
-    e.add_argument("--out", type=Path, default=PROJECT_ROOT / "results", help="output folder (default: results/)")
+    e.add_argument("--out", type=Path, default=root / "results", help="output folder (default: results/)")
 
     u = sub.add_parser("ui", parents=[store], help="start the MLflow UI on 127.0.0.1 at the runs table")
     u.add_argument("--port", type=int, default=5000)
@@ -85,7 +84,7 @@ def runs_url(port: int, experiment_id: str) -> str:
 
 
 def ui(args: argparse.Namespace) -> int:
-    from washexp.tracking import experiment_id
+    from washexp.tracking.reader import experiment_id
 
     uri = args.tracking_uri
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
@@ -154,7 +153,14 @@ def main(argv: list[str] | None = None) -> int:
 
         module, _, name = PASSTHROUGH[argv[0]].partition(":")
         return getattr(importlib.import_module(module), name)(argv[1:])
-    args = _parser().parse_args(argv)
+    from washexp.project import find_root
+
+    try:
+        root = find_root()
+    except WashexpError as err:
+        print(f"washexp: {err}", file=sys.stderr)
+        return 2
+    args = _parser(root).parse_args(argv)
     try:
         return {"export": export, "ui": ui}[args.command](args)
     except WashexpError as err:

@@ -1,12 +1,21 @@
 """The typed config schema Hydra composes into. Bad types fail while Hydra parses overrides.
 
-Config groups under ``conf/`` fill these nodes; secrets are never config values: a model names
-the *environment variable* that holds its key.
+Three shared nodes and one node per family:
+
+- ``model``: what the model *is* (name, tier, temperature, generations...): part of every
+  condition's identity;
+- ``endpoint``: how it is *reached* (URL, key env, timeouts, retries, concurrency, replay,
+  recordings): never part of an identity; secrets are never config values, only the name of the
+  environment variable holding the key;
+- ``tracking``: where results go: never part of an identity;
+- ``compaction`` / ``wash``: each family's own settings, filled only when ``benchmark`` names that
+  family (its ``conf/benchmark/<name>.yaml`` brings the defaults), so a job carries no other
+  family's keys. :func:`identity` is the one place that decides what enters an identity.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -32,19 +41,24 @@ class ModelConfig:
     generations: int = 1
     """Independently generated summary/ranking pairs per task."""
     answers_per_context: int = 2
-    base_url: str | None = None
-    """The endpoint (an OpenAI-compatible ``.../v1``); required by ``backend=openai``."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """The name of the environment variable holding the key; never the key itself."""
     temperature: float = 0.0
     max_tokens: int = 1024
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EndpointConfig:
+    base_url: str | None = None
+    """An OpenAI-compatible ``.../v1``; required by ``model.backend=openai``."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """The name of the environment variable holding the key; never the key itself."""
     timeout_s: float = 120.0
     max_retries: int = 5
     max_concurrency: int = 8
-    extra_body: dict[str, Any] = field(default_factory=dict)
     replay: str = "auto"
     """``auto``: reuse recorded responses, call for the rest; ``strict``: never call out."""
     recordings: str | None = None
+    """Default: ``<project>/mlruns/recordings``."""
 
 
 @dataclass
@@ -57,12 +71,23 @@ class MethodConfig:
 
 
 @dataclass
+class CompactionConfig:
+    method: MethodConfig = MISSING
+    topn: int = 0
+    """Jev Top-N evidence units fused with the summary (0 = summary only)."""
+    task: Any = "all"
+    """One task id, a list of ids, or ``all``."""
+    phase: str = "final"
+    """``final`` or ``preflight`` (a format preflight: kept, never counted in final metrics)."""
+
+
+@dataclass
 class TrackingConfig:
     enabled: bool = True
     uri: str | None = None
-    """Default: SQLite at ``<root>/mlruns/mlflow.db``; or an ``http://`` tracking server."""
+    """Default: SQLite at ``<project>/mlruns/mlflow.db``; or an ``http://`` tracking server."""
     artifacts: str | None = None
-    """Artifact root for new experiments. Default: ``<root>/mlruns``."""
+    """Artifact root for new experiments. Default: ``<project>/mlruns``."""
     experiment: str | None = None
     """Default: the benchmark's name."""
 
@@ -71,16 +96,23 @@ class TrackingConfig:
 class Config:
     benchmark: BenchmarkConfig = MISSING
     model: ModelConfig = MISSING
-    method: MethodConfig = MISSING
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     tracking: TrackingConfig = MISSING
-    topn: int = 0
-    """Jev Top-N evidence units fused with the summary (0 = summary only)."""
-    task: Any = "all"
-    """One task id, a list of ids, or ``all``."""
     rerun: bool = False
     """Run a condition again even when a FINISHED run with its identity exists."""
-    phase: str = "final"
-    """``final`` or ``preflight`` (a format preflight: kept, never counted in final metrics)."""
+    compaction: CompactionConfig | None = None
+    wash: Any = None
+
+
+SHORT_KEYS = {"topn": "compaction.topn", "task": "compaction.task", "phase": "compaction.phase"}
+"""What users type on the command line -> the family key it sets."""
+
+
+def identity(cfg: Config, family: dict[str, Any], code: str) -> dict[str, Any]:
+    """What determines a result: the benchmark, what the model is, the family's own settings
+    (as the family normalises them) and the digest of the code that computes it. How the model
+    is reached, where results go and ``rerun`` never enter."""
+    return {"benchmark": cfg.benchmark.name, "model": asdict(cfg.model), cfg.benchmark.name: family, "code": code}
 
 
 def register() -> None:

@@ -1,14 +1,17 @@
-"""Name -> factory registries. An unknown name is answered with "did you mean"."""
+"""Name -> ``"module:object"`` registries, imported only when a name is asked for.
+
+An entry is a string, so a registry never imports what it lists and an implementation never
+imports its registry: nothing is imported for a side effect and no import circle can form. An
+unknown name is answered with "did you mean".
+"""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
-from typing import Generic, TypeVar
+import importlib
+from typing import Any
 
 from washexp.errors import ConfigError
-
-T = TypeVar("T")
 
 
 def unknown_name(kind: str, name: str, known: list[str]) -> str:
@@ -17,27 +20,25 @@ def unknown_name(kind: str, name: str, known: list[str]) -> str:
     return f"unknown {kind} {name!r}{hint} (known: {', '.join(sorted(known))})"
 
 
-class Registry(Generic[T]):
-    """Factories registered by name, for one kind of thing (a backend, a record builder...)."""
+def load(target: str) -> Any:
+    """The object a ``"package.module:name"`` string names."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
 
-    def __init__(self, kind: str):
+
+class Registry:
+    """Lazy entries for one kind of thing (a model backend, a benchmark family...)."""
+
+    def __init__(self, kind: str, entries: dict[str, str]):
         self.kind = kind
-        self._factories: dict[str, Callable[..., T]] = {}
+        self._entries = dict(entries)
 
-    def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
-        def decorate(factory: Callable[..., T]) -> Callable[..., T]:
-            if name in self._factories:
-                raise ValueError(f"{self.kind} {name!r} is registered twice")
-            self._factories[name] = factory
-            return factory
-
-        return decorate
-
-    def get(self, name: str) -> Callable[..., T]:
+    def get(self, name: str) -> Any:
         try:
-            return self._factories[name]
+            target = self._entries[name]
         except KeyError:
-            raise ConfigError(unknown_name(self.kind, name, list(self._factories))) from None
+            raise ConfigError(unknown_name(self.kind, name, list(self._entries))) from None
+        return load(target)
 
     def names(self) -> list[str]:
-        return sorted(self._factories)
+        return sorted(self._entries)

@@ -26,3 +26,36 @@ def cohort_means(task_scores: dict[str, float], cohorts: dict[str, str]) -> dict
     out = {c: mean(s for t, s in task_scores.items() if cohorts[t] == c) for c in ("primary", "control")}
     out["all"] = mean(task_scores.values())
     return out
+
+
+# Per-condition metrics an arm aggregates task by task (equal weights, failed = 0).
+_SCORES = ("retention", "retention_all_fields", "fact_accuracy", "all_fields_correct")
+_SUMS = ("contexts", "contexts_shortened", "contexts_valid", "input_tokens_total")
+
+
+def arm_metrics(per_task: dict[str, dict[str, float]], cohorts: dict[str, str]) -> dict[str, float]:
+    """Cohort aggregates of an arm: tasks weighted equally, a failed condition counted as 0
+    (a failed condition's entry is ``{"failed": 1.0, "contexts": generations}``)."""
+    out: dict[str, float] = {}
+    measured = {k for m in per_task.values() for k in m}
+    for key in _SCORES:
+        if key not in measured:
+            continue  # e.g. no reader: accuracy is absent, never 0
+        scores = {t: m.get(key, 0.0) for t, m in per_task.items()}
+        for cohort, value in cohort_means(scores, cohorts).items():
+            if value is not None:
+                out[f"{cohort}/{key}"] = value
+    for cohort in ("primary", "control", "all"):
+        members = [m for t, m in per_task.items() if cohort in ("all", cohorts[t])]
+        if not members:
+            continue
+        for key in _SUMS:
+            out[f"{cohort}/{key}"] = sum(m.get(key, 0.0) for m in members)
+        out[f"{cohort}/tasks"] = float(len(members))
+        out[f"{cohort}/failed"] = float(sum(m.get("failed", 0.0) for m in members))
+        out[f"{cohort}/invalid"] = sum(m["contexts"] - m["contexts_valid"] for m in members if "failed" not in m)
+        for key in ("input_tokens", "reduction_pct"):  # means over the tasks that produced contexts
+            values = [m[key] for m in members if key in m]
+            if values:
+                out[f"{cohort}/{key}"] = sum(values) / len(values)
+    return out

@@ -13,15 +13,25 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cache, cached_property
+from pathlib import Path
 
-from washexp import PACKAGE_DIR
-from washexp.fixtures.compaction import Task
+from washexp.compaction.fixtures import Task
+from washexp.hashing import sha256_bytes
 from washexp.tokens import count, count_chat
+
+PROMPTS = Path(__file__).resolve().parent / "prompts"
+"""The family's prompt files: their sha256 is part of every condition's identity."""
 
 
 @cache
 def prompt(name: str) -> str:
-    return (PACKAGE_DIR / "prompts" / f"{name}.txt").read_text(encoding="utf-8").strip()
+    return (PROMPTS / f"{name}.txt").read_text(encoding="utf-8").strip()
+
+
+@cache
+def prompt_digests() -> dict[str, str]:
+    """name -> sha256 of every prompt file (a changed prompt is a new condition)."""
+    return {p.stem: sha256_bytes(p.read_bytes()) for p in sorted(PROMPTS.glob("*.txt"))}
 
 
 def follow_up(task: Task) -> str:

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from washexp.fixtures.compaction import Task
+from washexp.compaction.fixtures import Task
 
 
 def strict_equal(a: Any, b: Any) -> bool:

@@ -1,7 +1,7 @@
 """Dated records from the tracking store: ``washexp export``.
 
 ``export(options)`` reads an experiment's runs (through :mod:`washexp.tracking`), hands them to
-the record builder registered for the topic (``records.BUILDERS``), and writes each record as
+the family's record builder (``washexp.benchmarks.RECORDS``), and writes each record as
 ``<out>/<topic>-<platform>-<YYYY-MM-DD>.md`` and ``.json`` plus its PNG plots.
 """
 
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from washexp.benchmarks import RECORDS
 from washexp.errors import WashexpError
-from washexp.export import compaction as _compaction  # noqa: F401  (registers its builder)
-from washexp.export.records import BUILDERS, Record
-from washexp.export.tables import load_runs
-from washexp.tracking import attach
+from washexp.export.records import Record
+from washexp.tracking.reader import attach, search
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,18 @@ class ExportOptions:
     out: Path = Path("results")
 
 
+def load_runs(uri: str, experiment: str) -> Any:
+    """Every run of ``experiment``; a missing experiment or an empty one is a user error."""
+    runs = search(uri, experiment)
+    if runs is None:
+        raise WashexpError(f"no experiment {experiment!r} in {uri}: run a sweep first (python run.py ...)")
+    if runs.empty:
+        raise WashexpError(f"experiment {experiment!r} in {uri} has no runs")
+    return runs
+
+
 def build(options: ExportOptions) -> list[Record]:
-    builder = BUILDERS.get(options.topic or options.experiment)
+    builder = RECORDS.get(options.topic or options.experiment)
     records = builder(load_runs(options.uri, options.experiment), options)
     stems = [r.stem for r in records]
     clash = sorted({s for s in stems if stems.count(s) > 1})
@@ -52,4 +62,4 @@ def export(options: ExportOptions) -> list[Path]:
     return written
 
 
-__all__ = ["BUILDERS", "ExportOptions", "Record", "build", "export"]
+__all__ = ["ExportOptions", "Record", "build", "export"]

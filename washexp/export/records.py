@@ -1,9 +1,9 @@
 """One frozen record, two renderings: markdown for people, JSON (full precision) for programs.
 
 A record builder turns the runs of one topic into records (one per model); builders are
-registered by topic, so the wash benchmark is one more ``@BUILDERS.register("wash")`` beside
-the compaction one. Nothing in a record depends on the day it is exported: its date is the
-newest covered run's (UTC), so exporting the same runs again writes byte-identical files.
+listed by topic in ``washexp.benchmarks.RECORDS``, each family owning its own. Nothing in a
+record depends on the day it is exported: its date is the newest covered run's (UTC), so
+exporting the same runs again writes byte-identical files.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from washexp.registry import Registry
 
 
 def show(value: Any) -> str:
@@ -132,10 +130,6 @@ class Record:
             (out_dir / p.file).write_bytes(p.png)
             paths.append(out_dir / p.file)
         return paths
-
-
-BUILDERS: Registry[Callable[..., list[Record]]] = Registry("record builder")
-"""topic -> ``builder(runs: DataFrame, options: ExportOptions) -> list[Record]``."""
 
 
 def _markdown_table(t: Table) -> list[str]:

@@ -28,6 +28,8 @@ class ChatResponse:
     """Input tokens as the endpoint counted them (None when it reports no usage)."""
     completion_tokens: int | None
     finish_reason: str | None
+    key: str | None = None
+    """The recording this reply came from (``None`` when no recorder stands between)."""
 
 
 @runtime_checkable

@@ -17,26 +17,19 @@ import json
 import os
 import tempfile
 import threading
-from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from washexp import PROJECT_ROOT
 from washexp.errors import ConfigError, ModelError
-from washexp.hashing import sha256_bytes
+from washexp.hashing import canonical_hash
 from washexp.models.base import ChatRequest, ChatResponse, Model
 
 MODES = ("auto", "strict")
-DEFAULT_DIR = PROJECT_ROOT / "mlruns" / "recordings"
-
-
-def canonical(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def request_key(model_name: str, request: ChatRequest) -> str:
-    return sha256_bytes(canonical({"model": model_name, **_request_dict(request)}))
+    return canonical_hash({"model": model_name, **_request_dict(request)})
 
 
 def _request_dict(request: ChatRequest) -> dict[str, Any]:
@@ -56,19 +49,16 @@ class Recorder:
     ``model`` may be None in strict mode: nothing will be called.
     """
 
-    def __init__(self, model: Model | None, model_name: str, directory: str | Path | None = None, mode: str = "auto"):
+    def __init__(self, model: Model | None, model_name: str, directory: str | Path, mode: str = "auto"):
         if mode not in MODES:
-            raise ConfigError(f"model.replay={mode!r}: expected one of {', '.join(MODES)}")
+            raise ConfigError(f"endpoint.replay={mode!r}: expected one of {', '.join(MODES)}")
         self.model, self.model_name, self.mode = model, model_name, mode
-        self.dir = Path(directory) if directory else DEFAULT_DIR
-        if not self.dir.is_absolute():
-            self.dir = PROJECT_ROOT / self.dir
+        self.dir = Path(directory)
         self._lock = threading.Lock()
         self.calls = 0
         """Requests sent to the model by this recorder."""
         self.hits = 0
         """Requests answered from a recording."""
-        self._index: dict[str, dict[str, str]] = defaultdict(dict)  # task -> key -> role
         self._seen: dict[str, dict] = {}  # key -> record, for records this process has used
 
     def path(self, key: str) -> Path:
@@ -80,7 +70,7 @@ class Recorder:
         if record is None:
             if self.mode == "strict" or self.model is None:
                 raise ModelError(
-                    f"model.replay=strict: no recording for request {key} "
+                    f"endpoint.replay=strict: no recording for request {key} "
                     f"({role or 'call'}{f' of task {task_id}' if task_id else ''}) "
                     f"in {self.dir}"
                 )
@@ -92,7 +82,7 @@ class Recorder:
                     "model": self.model_name,
                     "role": role,
                     "request": _request_dict(request),
-                    "response": asdict(response),
+                    "response": {k: v for k, v in asdict(response).items() if k != "key"},
                 },
             )
             counter = "calls"
@@ -100,10 +90,8 @@ class Recorder:
             counter = "hits"
         with self._lock:
             setattr(self, counter, getattr(self, counter) + 1)
-            if task_id is not None:
-                self._index[task_id][key] = role
-                self._seen[key] = record
-        return ChatResponse(**record["response"])
+            self._seen[key] = record
+        return ChatResponse(**{**record["response"], "key": key})
 
     def load(self, key: str) -> dict | None:
         if key in self._seen:  # a record never changes once written
@@ -115,12 +103,6 @@ class Recorder:
             return None
         except json.JSONDecodeError as err:
             raise ModelError(f"{path}: not a valid recording ({err.msg}); delete it to ask the model again") from None
-
-    def records(self, task_id: str, roles: set[str] | None = None) -> dict[str, dict]:
-        """The records this recorder made or replayed for ``task_id`` (key -> record)."""
-        with self._lock:
-            keys = [k for k, r in self._index.get(task_id, {}).items() if roles is None or r in roles]
-        return {k: rec for k in sorted(keys) if (rec := self.load(k)) is not None}
 
     def _write(self, key: str, record: dict) -> dict:
         target = self.path(key)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from washexp import extractive
-from washexp.compaction import hermes
-from washexp.roles import BACKENDS, RankJob, Roles, SummaryJob
+from washexp.compaction import extractive
+from washexp.compaction import h_native as hermes
+from washexp.compaction.roles import Ranking, RankJob, Roles, SummaryJob, offline
 
 
 def summarize(job: SummaryJob) -> str:
@@ -86,7 +86,7 @@ def reference_writer(request: hermes.CheckpointRequest) -> str:
     return render(chosen)
 
 
-def rank(job: RankJob) -> list[float]:
+def bm25_scores(job: RankJob) -> list[float]:
     import logging
 
     import bm25s
@@ -103,8 +103,7 @@ def _checkpoint_writer(task_id: str, generation: int) -> hermes.Writer:
     return reference_writer  # deterministic: every generation writes the same checkpoint
 
 
-@BACKENDS.register("reference")
-def reference_backend(model) -> Roles:
+def reference_backend(model, endpoint=None, root=None) -> Roles:
     spec = {
         "backend": "reference",
         "summarizer": "extractive",
@@ -112,4 +111,9 @@ def reference_backend(model) -> Roles:
         "ranker": "bm25s",
         "reader": None,
     }
-    return Roles(spec=spec, summarize=summarize, rank=rank, checkpoint_writer=_checkpoint_writer)
+    return Roles(
+        spec=spec,
+        summarize=lambda job: offline(summarize(job)),
+        rank=lambda job: Ranking(bm25_scores(job)),
+        checkpoint_writer=_checkpoint_writer,
+    )

@@ -2,8 +2,10 @@
 
 The client's own retries are off; this module retries, so the policy is one visible loop:
 
-- 429, 5xx, timeouts and connection errors are retried with exponential backoff and full
-  jitter (``backoff_s * 2**attempt``, capped), a ``Retry-After`` header taking precedence;
+- what the openai client itself would retry (408, 409, 429, 5xx, timeouts, connection errors)
+  is retried with exponential backoff and full jitter (``backoff_s * 2**attempt``, capped), a
+  ``Retry-After`` header taking precedence; the loop is ours rather than the client's so a
+  waiting request gives its concurrency slot back;
 - any other 4xx fails at once: the endpoint said no, asking again will not change that;
 - every failure ends in a one-line :class:`~washexp.errors.ModelError` naming the endpoint
   (with any credentials in the URL removed) and the last error. The key never appears.
@@ -31,6 +33,8 @@ log = logging.getLogger("washexp")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 PLACEHOLDER_KEY = "not-needed-for-a-local-endpoint"
 BACKOFF_CAP_S = 60.0
+RETRIED = (408, 409, 429)
+"""Below 500, the statuses the openai client retries too (request timeout, conflict, rate limit)."""
 
 
 def api_key(base_url: str, env_name: str) -> str:
@@ -42,7 +46,7 @@ def api_key(base_url: str, env_name: str) -> str:
         return PLACEHOLDER_KEY
     raise ModelError(
         f"set {env_name} to the API key of {safe_url(base_url)} "
-        f"(or point model.api_key_env at the variable that holds it)"
+        f"(or point endpoint.api_key_env at the variable that holds it)"
     )
 
 
@@ -82,7 +86,7 @@ class OpenAIModel:
         backoff_s: float = 1.0,
     ):
         if not base_url:
-            raise ModelError("model.base_url is not set (e.g. model.base_url=http://127.0.0.1:8000/v1)")
+            raise ModelError("endpoint.base_url is not set (e.g. endpoint.base_url=http://127.0.0.1:8000/v1)")
         self.name, self.endpoint = name, safe_url(base_url)
         self.max_retries, self.backoff_s = max_retries, backoff_s
         self._slots = threading.BoundedSemaphore(max(1, max_concurrency))
@@ -98,7 +102,7 @@ class OpenAIModel:
                     return self._once(request)
             except openai.APIStatusError as err:
                 last = f"HTTP {err.status_code}: {_message(err)}"
-                if err.status_code != 429 and err.status_code < 500:
+                if err.status_code not in RETRIED and err.status_code < 500:
                     raise ModelError(f"{self.endpoint} refused the request ({last})") from None
                 wait = retry_after(err)
             except openai.APITimeoutError:

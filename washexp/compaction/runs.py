@@ -1,7 +1,9 @@
-"""Runs from the tracking store as pandas tables, chosen the way a record needs them.
+"""The compaction runs a record covers, as pandas tables.
 
-All MLflow access goes through :mod:`washexp.tracking` (``search``); this module only filters
-and reshapes the DataFrame ``mlflow.search_runs`` returns.
+All MLflow access goes through :mod:`washexp.tracking.reader` (``search``); this module only
+filters and reshapes the DataFrame ``mlflow.search_runs`` returns. Arms are identified, sorted
+and grouped by the ``method`` and ``topn`` values their runs carry (``order``), never by parsing
+their labels.
 
 Which runs a record covers:
 
@@ -18,9 +20,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from washexp.compaction.conditions import Arm
+from washexp.compaction.condition import Arm
 from washexp.errors import WashexpError
-from washexp.tracking import search
 
 ARM_COLUMNS = {
     "tags.method": "method",
@@ -36,24 +37,6 @@ CONDITION_COLUMNS = {
     "tags.washexp.sha256.fixture": "fixture_sha256",
     "tags.mlflow.parentRunId": "arm_run_id",
 }
-
-
-def load_runs(uri: str, experiment: str) -> pd.DataFrame:
-    """Every run of ``experiment``; a missing experiment or an empty one is a user error."""
-    runs = search(uri, experiment)
-    if runs is None:
-        raise WashexpError(f"no experiment {experiment!r} in {uri}: run a sweep first (python run.py ...)")
-    if runs.empty:
-        raise WashexpError(f"experiment {experiment!r} in {uri} has no runs")
-    return runs
-
-
-def arm_order(label: str) -> tuple:
-    """Full first, then S top0..N, then H top0..N."""
-    if label == "Full":
-        return (0, "", 0)
-    method, _, n = label.partition(" top")
-    return (1 if method == "S" else 2, method, int(n) if n.isdigit() else 0)
 
 
 @dataclass(frozen=True)
@@ -81,9 +64,9 @@ def select_arms(
     if until is not None:
         arms = arms[arms["start_time"].dt.strftime("%Y-%m-%d") <= until]
     arms = arms.rename(columns=ARM_COLUMNS)
-    arms["label"] = [
-        Arm(m, None if m == "full" else n).label for m, n in zip(arms["method"], arms["topn"], strict=True)
-    ]
+    each = [Arm(m, None if m == "full" else int(n)) for m, n in zip(arms["method"], arms["topn"], strict=True)]
+    arms["label"] = [a.label for a in each]
+    arms["order"] = [a.order for a in each]
     arms = arms.sort_values("start_time", ascending=False, kind="stable")
     notes = []
     chosen = []
@@ -99,7 +82,7 @@ def select_arms(
     if not chosen:
         return arms.iloc[0:0], notes
     out = pd.DataFrame(chosen)
-    out = out.iloc[sorted(range(len(out)), key=lambda i: (out["phase"].iloc[i], arm_order(out["label"].iloc[i])))]
+    out = out.iloc[sorted(range(len(out)), key=lambda i: (out["phase"].iloc[i], out["order"].iloc[i]))]
     return out.reset_index(drop=True), notes
 
 
@@ -110,7 +93,8 @@ def conditions_of(runs: pd.DataFrame, arms: pd.DataFrame) -> pd.DataFrame:
     cond = cond.sort_values("start_time", ascending=False, kind="stable")
     cond = cond.drop_duplicates(["arm_run_id", "task"], keep="first")
     labels = dict(zip(arms["run_id"], arms["label"], strict=True))
-    cond = cond.assign(label=cond["arm_run_id"].map(labels))
+    orders = dict(zip(arms["run_id"], arms["order"], strict=True))
+    cond = cond.assign(label=cond["arm_run_id"].map(labels), order=cond["arm_run_id"].map(orders))
     return cond.sort_values(["task"], kind="stable").reset_index(drop=True)
 
 

@@ -13,9 +13,9 @@ import json
 import pandas as pd
 
 from washexp import __version__
+from washexp.compaction.runs import metric, study_runs, value
 from washexp.export import bootstrap, plots
-from washexp.export.records import BUILDERS, Column, Plot, Record, Table, show
-from washexp.export.tables import arm_order, metric, study_runs, value
+from washexp.export.records import Column, Plot, Record, Table, show
 from washexp.tokens import TOKENIZER
 
 COHORTS = ("primary", "control")
@@ -26,7 +26,6 @@ REFERENCE_HEADLINE = (
 )
 
 
-@BUILDERS.register("compaction")
 def build(runs: pd.DataFrame, options) -> list[Record]:
     study = study_runs(runs, model=options.model, sweeps=options.sweeps, until=options.date)
     records = []
@@ -85,7 +84,7 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
     if measured:
         tables.append(_per_task_table(fconds, final, "fact_accuracy", "Fact accuracy per task"))
     tables.append(_per_task_table(fconds, final, "input_tokens", "Mean input tokens per task"))
-    tables += _interval_tables(per_task, cohort_of, set(final["label"]), score_name)
+    tables += _interval_tables(per_task, cohort_of, final, score_name)
     tables.append(_preflight_table(pre))
 
     stem = f"compaction-{platform}-{date}"
@@ -187,7 +186,7 @@ def _arm_table(final: pd.DataFrame, cohort: str, not_measured: str) -> Table:
 
 
 def _per_task_table(conds: pd.DataFrame, final: pd.DataFrame, key: str, title: str) -> Table:
-    labels = sorted(set(final["label"]), key=arm_order)
+    labels = list(final.sort_values("order", kind="stable")["label"].drop_duplicates())
     rows = []
     order = sorted(conds.groupby(["cohort", "task"]), key=lambda kv: (COHORTS.index(kv[0][0]), kv[0][1]))
     for (cohort, task), group in order:
@@ -211,11 +210,15 @@ def _per_task_table(conds: pd.DataFrame, final: pd.DataFrame, key: str, title: s
 
 
 def _interval_tables(
-    per_task: dict[str, dict[str, float]], cohort_of: dict[str, str], labels: set[str], score_name: str
+    per_task: dict[str, dict[str, float]], cohort_of: dict[str, str], final: pd.DataFrame, score_name: str
 ) -> list[Table]:
-    pairs = [(lb, "Full") for lb in sorted(labels - {"Full"}, key=arm_order) if "Full" in labels]
-    ns = sorted({int(lb.split("top")[1]) for lb in labels if lb.startswith(("S top", "H top"))})
-    pairs_sh = [(f"S top{n}", f"H top{n}") for n in ns if {f"S top{n}", f"H top{n}"} <= labels]
+    arms = final.sort_values("order", kind="stable")
+    full = arms[arms["method"] == "full"]["label"].tolist()
+    pairs = [(lb, full[0]) for lb in arms[arms["method"] != "full"]["label"]] if full else []
+    label = {
+        (m, int(n)): lb for m, n, lb in zip(arms["method"], arms["topn"], arms["label"], strict=True) if m != "full"
+    }
+    pairs_sh = [(label["S", n], label["H", n]) for (m, n) in sorted(label) if m == "S" and ("H", n) in label]
     out = []
     for key, title, todo in (
         ("vs_full", f"Each arm against Full ({score_name})", pairs),
@@ -310,7 +313,7 @@ def _runs_table(arms: pd.DataFrame, conds: pd.DataFrame) -> Table:
             "status": c["status"],
             "run_id": c["run_id"],
         }
-        for _, c in conds.sort_values("label", key=lambda s: s.map(arm_order), kind="stable").iterrows()
+        for _, c in conds.sort_values("order", kind="stable").iterrows()
     ]
     columns = tuple(Column(k, k) for k in ("arm", "phase", "task", "status", "run_id"))
     return Table("runs", f"MLflow run ids behind every number ({len(rows)} runs)", columns, tuple(rows))
@@ -350,13 +353,13 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks)
 
 
 def _task_set_notes(conds: pd.DataFrame) -> list[str]:
-    sets = conds.groupby("label")["task"].apply(frozenset)
     everyone = frozenset(conds["task"])
-    short = {lb: sorted(everyone - s) for lb, s in sets.items() if s != everyone}
-    return [
-        f"{lb} lacks tasks {', '.join(miss)}: paired comparisons use the tasks both arms ran."
-        for lb, miss in sorted(short.items(), key=lambda kv: arm_order(kv[0]))
-    ]
+    notes = []
+    for (_, label), group in conds.groupby(["order", "label"], sort=True):
+        missing = sorted(everyone - frozenset(group["task"]))
+        if missing:
+            notes.append(f"{label} lacks tasks {', '.join(missing)}: paired comparisons use the tasks both arms ran.")
+    return notes
 
 
 def _unique(frame: pd.DataFrame, col: str) -> list[str]:

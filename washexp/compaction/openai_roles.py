@@ -5,7 +5,7 @@
   parsed strictly: anything but one JSON object with exactly one number from 0 to 100 per unit
   is a ``ValueError`` (the condition is recorded as failed; there is no fallback ranking);
 - H: the checkpoint writer sends ``CheckpointRequest.prompt`` as one user message (native), and
-  ``hermes`` runs the real Hermes method with its call routed here (``compaction.hermes_real``);
+  ``hermes`` runs the real Hermes method with its call routed here (``compaction.h_hermes``);
 - the reader: the context messages as they are, two answers per context at the config's
   temperature; ``prompt_tokens`` is the endpoint's own count.
 
@@ -17,22 +17,17 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from washexp import PACKAGE_DIR
-from washexp.compaction import hermes_real
-from washexp.compaction.context import prompt
-from washexp.hashing import sha256_bytes
-from washexp.models.base import ChatRequest
-from washexp.models.openai_backend import OpenAIModel
+from washexp.compaction import h_hermes
+from washexp.compaction.context import prompt, prompt_digests
+from washexp.compaction.roles import Ranking, RankJob, ReadJob, Roles, SummaryJob
+from washexp.models.base import ChatRequest, ChatResponse
+from washexp.models.openai_client import OpenAIModel
 from washexp.models.recorder import Recorder
-from washexp.roles import BACKENDS, RankJob, ReadJob, Reply, Roles, SummaryJob
 
 log = logging.getLogger("washexp")
-
-PROMPTS = ("summarize", "jev", "reader_system", "follow_up")
-_recorders: dict[tuple, Recorder] = {}
-_recorders_lock = threading.Lock()
 
 
 def render_units(units) -> str:
@@ -62,28 +57,27 @@ def parse_scores(text: str, n: int) -> list[float]:
     return [float(s) for s in scores]
 
 
-def recorder_for(model) -> Recorder:
-    """One recorder (and client) per process and endpoint settings, shared by every arm, so
-    its call/replay counts cover a whole sweep and its concurrency bound holds across arms."""
-    endpoint = (
-        model.name,
-        model.base_url,
-        model.api_key_env,
-        model.timeout_s,
-        model.max_retries,
-        model.max_concurrency,
-    )
-    key = (*endpoint, model.recordings, model.replay)
-    with _recorders_lock:
-        if key not in _recorders:
-            client = OpenAIModel(*endpoint) if model.replay != "strict" else None  # strict never calls out
-            _recorders[key] = Recorder(client, model.name, model.recordings, model.replay)
-        return _recorders[key]
+def recorder_for(model, endpoint, root: Path) -> Recorder:
+    """The recorder (and client) of one sweep: its call/replay counts cover the sweep and its
+    concurrency bound holds across arms."""
+    directory = Path(endpoint.recordings) if endpoint.recordings else root / "mlruns" / "recordings"
+    if not directory.is_absolute():
+        directory = root / directory
+    client = None
+    if endpoint.replay != "strict":  # strict never calls out
+        client = OpenAIModel(
+            model.name,
+            endpoint.base_url,
+            endpoint.api_key_env,
+            endpoint.timeout_s,
+            endpoint.max_retries,
+            endpoint.max_concurrency,
+        )
+    return Recorder(client, model.name, directory, endpoint.replay)
 
 
-@BACKENDS.register("openai")
-def openai_backend(model) -> Roles:
-    rec = recorder_for(model)
+def openai_backend(model, endpoint, root: Path) -> Roles:
+    rec = recorder_for(model, endpoint, root)
     extra = dict(model.extra_body or {})
 
     def request(messages, generation: int, answer: int = 0, max_tokens=model.max_tokens) -> ChatRequest:
@@ -92,7 +86,7 @@ def openai_backend(model) -> Roles:
     def user(text: str) -> list[dict]:
         return [{"role": "user", "content": text}]
 
-    def summarize(job: SummaryJob) -> str:
+    def summarize(job: SummaryJob) -> ChatResponse:
         text = _fill(
             prompt("summarize"),
             query=job.query,
@@ -100,52 +94,33 @@ def openai_backend(model) -> Roles:
             allowance=job.allowance,
             units=render_units(job.units),
         )
-        body = rec.chat(request(user(text), job.generation), job.task_id, "S").text.strip()
-        if not body:
+        reply = rec.chat(request(user(text), job.generation), job.task_id, "S")
+        if not reply.text.strip():
             raise ValueError(f"S returned an empty summary (task {job.task_id}, g{job.generation})")
-        return body
+        return reply
 
-    def rank(job: RankJob) -> list[float]:
+    def rank(job: RankJob) -> Ranking:
         text = _fill(prompt("jev"), query=job.query, count=len(job.units), units=render_units(job.units))
-        reply = rec.chat(request(user(text), job.generation), job.task_id, "Jev").text
+        reply = rec.chat(request(user(text), job.generation), job.task_id, "Jev")
         try:
-            return parse_scores(reply.strip(), len(job.units))
+            return Ranking(parse_scores(reply.text.strip(), len(job.units)), reply.key)
         except ValueError as err:
             raise ValueError(f"{err} (task {job.task_id}, g{job.generation})") from None
 
     def checkpoint_writer(task_id: str, generation: int):
-        def write(req) -> str:
-            return rec.chat(request(user(req.prompt), generation), task_id, "H").text
+        def write(req) -> ChatResponse:
+            return rec.chat(request(user(req.prompt), generation), task_id, "H")
 
         return write
 
     def hermes_checkpoint(task_id: str, generation: int, turns: list[dict], focus: str, allowance: int):
-        def chat(messages: list[dict], max_tokens: int | None) -> str:
-            return rec.chat(request(messages, generation, max_tokens=max_tokens), task_id, "H").text
+        def chat(messages: list[dict], max_tokens: int | None) -> ChatResponse:
+            return rec.chat(request(messages, generation, max_tokens=max_tokens), task_id, "H")
 
-        return hermes_real.generate_checkpoint(turns, focus, allowance, chat, model.name)
+        return h_hermes.generate_checkpoint(turns, focus, allowance, chat, model.name)
 
-    def read(job: ReadJob) -> Reply:
-        response = rec.chat(request(job.messages, job.generation, job.answer), job.task_id, "read")
-        return Reply(response.text, response.prompt_tokens)
-
-    def records(task_id: str, method: str, contexts) -> dict[str, dict]:
-        """The requests behind one condition: S and Jev (sizes use them for every arm), H for H,
-        and the reader calls whose messages are one of ``contexts``."""
-        wanted = {tuple(json.dumps(m, sort_keys=True) for m in c) for c in contexts}
-        out = {}
-        for key, rec_ in rec.records(task_id).items():
-            role = rec_["role"]
-            if (
-                role in ("S", "Jev")
-                or (role == "H" and method == "H")
-                or (
-                    role == "read"
-                    and tuple(json.dumps(m, sort_keys=True) for m in rec_["request"]["messages"]) in wanted
-                )
-            ):
-                out[key] = rec_
-        return out
+    def read(job: ReadJob) -> ChatResponse:
+        return rec.chat(request(job.messages, job.generation, job.answer), job.task_id, "read")
 
     spec = {
         "backend": "openai",
@@ -156,8 +131,8 @@ def openai_backend(model) -> Roles:
         "max_tokens": model.max_tokens,
         "extra_body": extra,
         "reader": "chat",
-        "hermes_agent": hermes_real.version(),
-        "prompts": {p: sha256_bytes((PACKAGE_DIR / "prompts" / f"{p}.txt").read_bytes()) for p in PROMPTS},
+        "hermes_agent": h_hermes.version(),
+        "prompts": prompt_digests(),
     }
     return Roles(
         spec=spec,
@@ -165,8 +140,9 @@ def openai_backend(model) -> Roles:
         rank=rank,
         checkpoint_writer=checkpoint_writer,
         read=read,
-        concurrency=model.max_concurrency,
-        records=records,
-        hermes_checkpoint=hermes_checkpoint if hermes_real.version() else None,
+        concurrency=endpoint.max_concurrency,
+        recording=rec.load,
+        hermes_checkpoint=hermes_checkpoint if h_hermes.version() else None,
         calls=lambda: f"{rec.calls} calls, {rec.hits} replayed",
+        pool=ThreadPoolExecutor(max(1, endpoint.max_concurrency), thread_name_prefix="washexp-call"),
     )

@@ -31,8 +31,9 @@ import threading
 from collections.abc import Callable
 from types import SimpleNamespace
 
-from washexp.compaction import hermes
-from washexp.tokens import count
+from washexp.compaction import checkpoint
+from washexp.compaction.checkpoint import Checkpoint
+from washexp.models.base import ChatResponse
 
 CONTEXT_LENGTH = 131_072
 """Passed as ``config_context_length`` so Hermes never probes an endpoint for it."""
@@ -137,26 +138,35 @@ def summarize_once(turns: list[dict], focus: str, target: int, words: int, chat:
 
 
 def generate_checkpoint(
-    turns: list[dict], focus: str, allowance: int, chat: Chat, model_name: str, attempts: int = 3, shrink: float = 0.8
-) -> hermes.Checkpoint:
-    """The study's length-checked attempts around the real method (see the module doc)."""
-    record: list[hermes.Attempt] = []
-    last_body, last_tokens = None, None
-    for k in range(attempts):
-        target = hermes.attempt_target(allowance, k, shrink)
-        body = summarize_once(turns, focus, target, hermes.word_limit(target), chat, model_name)
-        if not body:
-            record.append(hermes.Attempt(target, None, "empty", "Hermes returned no summary"))
-            continue
-        last_body, last_tokens = body, count(body)
-        if last_tokens <= allowance:
-            record.append(hermes.Attempt(target, last_tokens, "ok", f"{last_tokens} <= {allowance}"))
-            return hermes.Checkpoint(body, True, None, tuple(record), body)
-        record.append(
-            hermes.Attempt(target, last_tokens, "over_allowance", f"{last_tokens} tokens > allowance {allowance}")
-        )
-    if last_tokens is None:
-        failure = f"H (Hermes) returned no summary on all {attempts} attempts"
-    else:
-        failure = f"H (Hermes) body {last_tokens} tokens > allowance {allowance} after {attempts} attempts"
-    return hermes.Checkpoint(None, False, failure, tuple(record), last_body)
+    turns: list[dict],
+    focus: str,
+    allowance: int,
+    chat: Callable[[list[dict], int | None], ChatResponse | str],
+    model_name: str,
+    attempts: int = 3,
+    shrink: float = 0.8,
+) -> Checkpoint:
+    """The study's length-checked attempts around the real method (:mod:`washexp.compaction.checkpoint`)."""
+
+    keys: list[str] = []
+
+    def recorded(messages: list[dict], max_tokens: int | None) -> str:
+        reply = chat(messages, max_tokens)
+        if isinstance(reply, ChatResponse):  # a recorded reply: keep its key
+            keys.extend([reply.key] if reply.key else [])
+            return reply.text
+        return reply
+
+    def body_for(k: int, target: int, words: int) -> str | None:
+        return summarize_once(turns, focus, target, words, recorded, model_name)
+
+    return checkpoint.generate(
+        allowance,
+        body_for,
+        lambda body: None,
+        label="H (Hermes)",
+        empty="Hermes returned no summary",
+        attempts=attempts,
+        shrink=shrink,
+        keys=keys,
+    )

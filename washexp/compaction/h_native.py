@@ -25,13 +25,14 @@ The study's small-budget adaptation changes:
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from washexp.redact import redact
-from washexp.tokens import count
+from washexp.compaction import checkpoint
+from washexp.compaction.checkpoint import Checkpoint, ProvenanceError
+from washexp.compaction.redact import redact
+from washexp.models.base import ChatResponse
 
 PROTOCOL = "hermes-checkpoint/legacy-tail@washexp-1"
 CONTENT_MAX, CONTENT_HEAD, CONTENT_TAIL = 6000, 4000, 1500
@@ -52,10 +53,6 @@ SUMMARY_PREFIX = (
     "answer only the newest user message that follows it. Files, configuration and other "
     "session state may already reflect the work recorded here, so do not redo it:"
 )
-
-
-class ProvenanceError(ValueError):
-    """The body attributes work to a user although the turns contain no user-authored turn."""
 
 
 # --- serialization --------------------------------------------------------------------------
@@ -183,11 +180,6 @@ _GUIDE = {  # section -> (with a user turn, without one); None: the same text fo
 }
 
 
-def word_limit(target_tokens: int) -> int:
-    """The study's total word limit: 35% of the token target, at least 18 words."""
-    return max(18, (35 * target_tokens) // 100)
-
-
 def build_prompt(serialized: str, focus: str, target_tokens: int, word_limit: int, has_user_turn: bool) -> str:
     """The full checkpoint request an LLM writer sends (deterministic; no date line)."""
     language = (
@@ -269,7 +261,7 @@ def validate_provenance(body: str, has_user_turn: bool) -> None:
         raise ProvenanceError("body attributes a request to a user ('User asked:')")
 
 
-# --- the attempt loop ------------------------------------------------------------------------
+# --- one checkpoint, through the shared attempt loop ----------------------------------------
 @dataclass(frozen=True)
 class CheckpointRequest:
     prompt: str  # the full prompt an LLM writer would send
@@ -281,68 +273,34 @@ class CheckpointRequest:
     attempt: int  # 0, 1, 2
 
 
-Writer = Callable[[CheckpointRequest], str]  # returns the raw model output
-
-
-@dataclass(frozen=True)
-class Attempt:
-    target_tokens: int
-    body_tokens: int | None
-    outcome: str  # "ok" | "over_allowance" | "provenance" | "empty"
-    detail: str
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    body: str | None  # the accepted body, prefix stripped; None when invalid
-    valid: bool
-    failure: str | None  # why it is invalid, one line
-    attempts: tuple[Attempt, ...]
-    last_body: str | None  # the last body produced even if rejected (kept for the record)
-
-
-def attempt_target(allowance: int, k: int, shrink: float = 0.8) -> int:
-    """The target requested at attempt ``k``: floor(allowance * shrink**k), at least 1."""
-    return max(1, math.floor(round(allowance * shrink**k, 9)))
+Writer = Callable[[CheckpointRequest], "str | ChatResponse"]
+"""Returns the raw model output: text (an offline writer) or a reply carrying its recording key."""
 
 
 def generate_checkpoint(
     turns: list[dict], focus: str, allowance: int, writer: Writer, attempts: int = 3, shrink: float = 0.8
 ) -> Checkpoint:
-    """Write a checkpoint of ``turns`` within ``allowance`` Qwen tokens (see the module doc).
-
-    Writer exceptions propagate: an unreachable model is an error, not an invalid checkpoint.
-    """
-    if allowance < 1 or attempts < 1:
-        raise ValueError(f"allowance and attempts must be >= 1, got {allowance}, {attempts}")
+    """Write a checkpoint of ``turns`` within ``allowance`` Qwen tokens (see the module doc and
+    :mod:`washexp.compaction.checkpoint`)."""
     has_user = has_real_user_turn(turns)
     serialized = serialize_turns(turns)
     focus = redact(focus or "").strip()
-    record: list[Attempt] = []
-    last_body, last_tokens = None, None
-    for k in range(attempts):
-        target = attempt_target(allowance, k, shrink)
-        limit = word_limit(target)
-        request = CheckpointRequest(
-            build_prompt(serialized, focus, target, limit, has_user), serialized, focus, target, limit, has_user, k
-        )
-        body = redact(strip_think(writer(request))).strip()
-        body = strip_summary_prefix(with_summary_prefix(body)) if body else ""
-        if not body:
-            record.append(Attempt(target, None, "empty", "the writer returned no body"))
-            continue
-        last_body, last_tokens = body, count(body)
-        try:
-            validate_provenance(body, has_user)
-        except ProvenanceError as err:
-            record.append(Attempt(target, last_tokens, "provenance", str(err)))
-            return Checkpoint(None, False, f"H provenance: {err}", tuple(record), body)
-        if last_tokens <= allowance:
-            record.append(Attempt(target, last_tokens, "ok", f"{last_tokens} <= {allowance}"))
-            return Checkpoint(body, True, None, tuple(record), body)
-        record.append(Attempt(target, last_tokens, "over_allowance", f"{last_tokens} tokens > allowance {allowance}"))
-    if last_tokens is None:
-        failure = f"H writer returned an empty body on all {attempts} attempts"
-    else:
-        failure = f"H body {last_tokens} tokens > allowance {allowance} after {attempts} attempts"
-    return Checkpoint(None, False, failure, tuple(record), last_body)
+    keys: list[str] = []
+
+    def body_for(k: int, target: int, limit: int) -> str:
+        prompt = build_prompt(serialized, focus, target, limit, has_user)
+        raw = writer(CheckpointRequest(prompt, serialized, focus, target, limit, has_user, k))
+        if isinstance(raw, ChatResponse):
+            keys.extend([raw.key] if raw.key else [])
+            raw = raw.text
+        body = redact(strip_think(raw)).strip()
+        return strip_summary_prefix(with_summary_prefix(body)) if body else ""
+
+    return checkpoint.generate(
+        allowance,
+        body_for,
+        lambda body: validate_provenance(body, has_user),
+        attempts=attempts,
+        shrink=shrink,
+        keys=keys,
+    )

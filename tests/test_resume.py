@@ -1,0 +1,81 @@
+"""Killing a sweep mid-arm and running the same command again: nothing left RUNNING, no finished
+condition computed twice, the sweep complete."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import ROOT, run_cli
+
+SWEEP = ["-m", "method=S", "topn=0..2"]  # 3 arms x 14 conditions
+
+
+def _runs(store: Path):
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("compaction")
+    return [] if exp is None else client.search_runs([exp.experiment_id], max_results=5000)
+
+
+def _finished_conditions(store: Path) -> int:
+    try:
+        runs = _runs(store)
+    except Exception:  # the store is being created
+        return 0
+    return sum(r.info.status == "FINISHED" and r.data.tags.get("washexp.kind") == "condition" for r in runs)
+
+
+def _start(store: Path) -> subprocess.Popen:
+    args = [
+        f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
+        f"tracking.artifacts={store / 'mlruns'}",
+        f"hydra.sweep.dir={store / 'multirun'}",
+    ]
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "run.py"), *SWEEP, *args],
+        cwd=store,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "CI": "1"},
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_killed_sweep_resumes_without_duplicates(tmp_path, sig):
+    proc = _start(tmp_path)
+    deadline = time.monotonic() + 300
+    while _finished_conditions(tmp_path) < 18 and time.monotonic() < deadline:  # mid second arm
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        time.sleep(0.2)
+    proc.send_signal(sig)
+    proc.wait(timeout=120)
+    before = _runs(tmp_path)
+    if sig == signal.SIGINT:  # stopped, not killed outright: it closed its own runs
+        assert not [r for r in before if r.info.status == "RUNNING"]
+        assert any(r.info.status == "KILLED" for r in before)
+
+    run_cli(SWEEP, tmp_path)
+
+    runs = _runs(tmp_path)
+    assert not [r.data.tags["mlflow.runName"] for r in runs if r.info.status == "RUNNING"]
+    finished = [r for r in runs if r.info.status == "FINISHED"]
+    per_identity = Counter(r.data.tags["washexp.hash"] for r in finished if r.data.tags["washexp.kind"] == "condition")
+    assert len(per_identity) == 42 and set(per_identity.values()) == {1}, per_identity.most_common(3)
+    arms = [r for r in finished if r.data.tags["washexp.kind"] == "arm"]
+    assert sorted(r.data.tags["mlflow.runName"] for r in arms) == [f"S top{n} · arm" for n in range(3)]
+    children = Counter(
+        r.data.tags["mlflow.parentRunId"] for r in finished if r.data.tags["washexp.kind"] == "condition"
+    )
+    assert {children[a.info.run_id] for a in arms} == {14}  # every finished condition hangs under a finished arm
+    done_before = {
+        r.info.run_id for r in before if r.info.status == "FINISHED" and r.data.tags["washexp.kind"] == "condition"
+    }
+    assert done_before <= {r.info.run_id for r in finished}  # finished work was reused, not redone

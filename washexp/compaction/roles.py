@@ -1,0 +1,114 @@
+"""The roles a compaction condition needs, and the backends that fill them.
+
+Each role is one call with a small value in and a small value out:
+
+- summarize (S): every source unit once, within the allowance -> a reply (the summary text);
+- rank (Jev): the initial task and the units only -> one score per unit;
+- checkpoint writer (H): a checkpoint request -> raw checkpoint text (see ``compaction.h_native``);
+- read: a complete context -> one reply (``None`` for a backend that has no reader).
+
+Replies carry the key of the recording behind them (``ChatResponse.key``), so a condition
+collects the requests it used instead of guessing them afterwards. A backend
+(``model.backend``) builds all roles from the model and endpoint config; ``reference`` is the
+offline deterministic baseline, never a stand-in for a chat model. ``Roles.spec`` is what a run
+logs and hashes: the backend and its arguments, never a secret. Roles live for one sweep:
+``close()`` releases the call pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from washexp.compaction.checkpoint import Checkpoint
+from washexp.compaction.fixtures import Unit
+from washexp.compaction.h_native import Writer
+from washexp.models.base import ChatResponse
+from washexp.registry import Registry
+
+
+@dataclass(frozen=True)
+class SummaryJob:
+    task_id: str
+    query: str
+    units: tuple[Unit, ...]
+    allowance: int
+    generation: int
+
+
+@dataclass(frozen=True)
+class RankJob:
+    task_id: str
+    query: str
+    units: tuple[Unit, ...]
+    generation: int
+
+
+@dataclass(frozen=True)
+class ReadJob:
+    task_id: str
+    messages: tuple[dict, ...]
+    generation: int
+    answer: int
+
+
+@dataclass(frozen=True)
+class Ranking:
+    scores: list[float]
+    key: str | None = None
+    """The recording behind the scores (None for the offline ranker)."""
+
+
+def offline(text: str) -> ChatResponse:
+    """A reference role's output as a reply: no endpoint, no tokens counted, no recording."""
+    return ChatResponse(text=text, prompt_tokens=None, completion_tokens=None, finish_reason=None)
+
+
+@dataclass(frozen=True)
+class Roles:
+    spec: dict[str, Any]
+    summarize: Callable[[SummaryJob], ChatResponse]
+    rank: Callable[[RankJob], Ranking]
+    checkpoint_writer: Callable[[str, int], Writer]
+    """(task id, generation) -> the writer H calls for that generation."""
+    read: Callable[[ReadJob], ChatResponse] | None = None
+    concurrency: int = 1
+    """How many conditions may compute at once (an endpoint's parallelism; 1 offline)."""
+    recording: Callable[[str], dict | None] | None = None
+    """key -> the recorded request and response, logged as a condition's ``requests/<key>.json``."""
+    hermes_checkpoint: Callable[[str, int, list[dict], str, int], Checkpoint] | None = None
+    """The real Hermes H (task id, generation, turns, focus, allowance), when the backend has
+    one (``method.h_impl=hermes``; ``auto`` picks it when present)."""
+    calls: Callable[[], str] | None = None
+    """A short account of the model calls so far (made, replayed), for progress lines."""
+    pool: ThreadPoolExecutor | None = field(default=None, compare=False)
+    """The model calls of every condition share it, so an endpoint stays busy while a
+    condition waits on its summaries or answers; None offline (calls run in order)."""
+
+    def each(self, fn: Callable[[int], Any], n: int) -> list[Any]:
+        """``fn(g)`` for g in 0..n-1, through the pool when there is one. ``fn`` must not itself
+        wait on the pool."""
+        if self.pool is None:
+            return [fn(g) for g in range(n)]
+        return list(self.pool.map(fn, range(n)))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+BACKENDS = Registry(
+    "model backend",
+    {
+        "reference": "washexp.compaction.reference:reference_backend",
+        "openai": "washexp.compaction.openai_roles:openai_backend",
+    },
+)
+"""``model.backend`` -> ``factory(model, endpoint, root) -> Roles``."""
+
+
+def roles_for(model, endpoint=None, root=None) -> Roles:
+    """The roles of ``model.backend``, built from the model and endpoint config."""
+    return BACKENDS.get(model.backend)(model, endpoint, root)

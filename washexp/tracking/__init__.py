@@ -1,0 +1,36 @@
+"""The MLflow layer: the only package that imports mlflow.
+
+- :mod:`~washexp.tracking.writer`: runs as context managers (FINISHED, FAILED or KILLED, never
+  left RUNNING by an exception), sha256 manifests, MLflow tables, a file lock on experiment creation;
+- :mod:`~washexp.tracking.reader`: plain lookups for the exporter and ``washexp ui``.
+
+The store is real: SQLite metadata at ``<project>/mlruns/mlflow.db`` with artifacts under
+``<project>/mlruns`` by default (the plain file store raises from MLflow 3.13), or any tracking
+server URI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from washexp.tracking.writer import FoundRun, NullTracker, Run, Tracker
+
+
+def default_uri(root: Path) -> str:
+    return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
+
+
+def open_tracker(
+    enabled: bool, uri: str | None, artifacts: str | None, experiment: str, root: Path
+) -> Tracker | NullTracker:
+    """A tracker for ``experiment`` in the store at ``uri`` (default: the project's SQLite)."""
+    if not enabled:
+        return NullTracker()
+    from washexp.tracking.reader import quiet_mlflow
+
+    artifact_root = Path(artifacts).resolve() if artifacts else root / "mlruns"
+    with quiet_mlflow():
+        return Tracker(uri or default_uri(root), experiment, artifact_root)
+
+
+__all__ = ["FoundRun", "NullTracker", "Run", "Tracker", "default_uri", "open_tracker"]

@@ -1,0 +1,286 @@
+"""Writing runs: one unit of work = one MLflow run, found again by its identity hash.
+
+A run is a context manager: leaving its block by an exception ends it FAILED, by Ctrl-C or
+SIGTERM (``KeyboardInterrupt``/``SystemExit``) KILLED, so no run is ever left RUNNING by this
+process. A process killed outright (SIGKILL) does leave one: every run carries its owner
+(``host:pid``), and the next start for the same identity marks a run whose owner is gone KILLED.
+
+Every finished run carries a ``manifest.json`` of sha256 digests (its artifacts and tables, its
+fixture files, the source that produced it), mirrored as tags. Experiment creation is guarded
+by a file lock: parallel jobs racing to create one experiment, or to migrate a fresh SQLite
+schema, is a known MLflow failure.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import socket
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from washexp.hashing import canonical_json, sha256_bytes, tree_digest
+
+HASH_TAG = "washexp.hash"
+OWNER_TAG = "washexp.owner"
+ERROR_TAG = "washexp.error"
+_BATCH = 100  # MLflow accepts at most 100 params or tags per batch call
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+@contextmanager
+def _uninterrupted() -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM while a run is created or closed, then deliver them: a run is
+    never left half-written (created but unknown to us, or closed without its status)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {s: signal.signal(s, lambda n, _f: held.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for n in held[:1]:
+            handler = previous[n]
+            if callable(handler):
+                handler(n, None)
+            elif n == signal.SIGINT:
+                raise KeyboardInterrupt
+
+
+@dataclass(frozen=True)
+class FoundRun:
+    run_id: str
+    status: str
+    metrics: dict[str, float]
+    parent_id: str | None
+    owner: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "FINISHED"
+
+    @property
+    def orphaned(self) -> bool:
+        """RUNNING, but its owner process on this host is gone (killed outright)."""
+        if self.status != "RUNNING" or not self.owner:
+            return self.status == "RUNNING"
+        host, _, pid = self.owner.rpartition(":")
+        if host != socket.gethostname() or not pid.isdigit():
+            return False  # another machine's run: it may well be alive
+        if int(pid) == os.getpid():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+
+@dataclass(frozen=True)
+class Found:
+    """The runs with one identity: the newest FINISHED one, and any left RUNNING."""
+
+    finished: FoundRun | None = None
+    running: tuple[FoundRun, ...] = ()
+
+
+@dataclass
+class Run:
+    """An open run: ``finish`` once, or leave the block by an exception. Params, metrics and
+    tags go to the store in one batch when it closes."""
+
+    tracker: Tracker | NullTracker
+    run_id: str
+    params: dict[str, Any]
+    closed: bool = field(default=False)
+
+    def finish(
+        self,
+        metrics: dict[str, float],
+        artifacts: dict[str, str | bytes],
+        manifest_extra: dict[str, dict[str, str]] | None = None,
+        tags: dict[str, str] | None = None,
+        tables: dict[str, Any] | None = None,
+    ) -> None:
+        """``tables``: artifact file (``*.json``) -> DataFrame or column dict, logged with
+        MLflow's ``log_table`` (``mlflow.load_table(file, extra_columns=["run_id"])`` gathers one
+        across runs)."""
+        self.tracker._close(self, metrics, artifacts, manifest_extra or {}, tags or {}, tables or {}, "FINISHED")
+
+    def fail(self, error: BaseException, status: str = "FAILED") -> None:
+        text = "".join(traceback.format_exception(error))
+        tags = {ERROR_TAG: f"{type(error).__name__}: {error}"[:5000]}
+        self.tracker._close(self, {}, {"error.txt": text}, {}, tags, {}, status)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, kind, error, tb) -> None:
+        if self.closed:
+            return
+        if error is None:
+            self.fail(RuntimeError("the run's block ended without a result"))
+        elif isinstance(error, Exception):
+            self.fail(error)
+        else:  # KeyboardInterrupt, SystemExit (SIGTERM): stopped, not broken
+            self.fail(error, status="KILLED")
+
+
+class Tracker:
+    def __init__(self, uri: str, experiment: str, artifact_root: Path):
+        import mlflow
+        from filelock import FileLock
+        from mlflow.tracking import MlflowClient
+
+        mlflow.set_tracking_uri(uri)
+        self.uri = uri
+        self.client = MlflowClient(uri)
+        artifact_root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(artifact_root / ".washexp.lock")):
+            found = self.client.get_experiment_by_name(experiment)
+            self.experiment_id = (
+                found.experiment_id
+                if found
+                else self.client.create_experiment(experiment, artifact_location=artifact_root.as_uri())
+            )
+
+    def find(self, identity_hash: str) -> Found:
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{HASH_TAG}` = '{identity_hash}'",
+            order_by=["attributes.start_time DESC"],
+            max_results=50,
+        )
+        found = [
+            FoundRun(
+                r.info.run_id,
+                r.info.status,
+                dict(r.data.metrics),
+                r.data.tags.get("mlflow.parentRunId"),
+                r.data.tags.get(OWNER_TAG),
+            )
+            for r in runs
+        ]
+        finished = next((f for f in found if f.finished), None)
+        return Found(finished, tuple(f for f in found if f.status == "RUNNING"))
+
+    def open(
+        self, name: str, identity_hash: str, params: dict[str, Any], tags: dict[str, str], parent_id: str | None = None
+    ) -> Run:
+        tags = {**tags, HASH_TAG: identity_hash, OWNER_TAG: OWNER}
+        if parent_id:
+            tags["mlflow.parentRunId"] = parent_id
+        with _uninterrupted():
+            run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
+            return Run(self, run.info.run_id, params)
+
+    def mark_killed(self, run: FoundRun, reason: str) -> None:
+        """End a run whose process is gone: KILLED, never RUNNING forever."""
+        self.client.set_tag(run.run_id, ERROR_TAG, reason)
+        self.client.set_terminated(run.run_id, "KILLED")
+
+    def adopt(self, run_id: str, parent_id: str) -> None:
+        """Hang a reused finished run under a new parent (an arm redone after a kill)."""
+        self.client.set_tag(run_id, "mlflow.parentRunId", parent_id)
+
+    def _log_batch(self, run_id: str, params=None, metrics=None, tags=None) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        now = int(time.time() * 1000)
+        ps = [Param(k, _param_value(v)) for k, v in (params or {}).items()]
+        ms = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if v is not None]
+        ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+        for i in range(0, max(len(ps), len(ms), len(ts)), _BATCH):
+            self.client.log_batch(
+                run_id, metrics=ms[i : i + _BATCH], params=ps[i : i + _BATCH], tags=ts[i : i + _BATCH]
+            )
+
+    def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
+        with _uninterrupted():
+            self._write(run, metrics, artifacts, manifest_extra, tags, tables, status)
+            run.closed = True
+
+    def _write(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
+        manifest = {"artifacts": {}, **manifest_extra}
+        frames = {f: _frame(d) for f, d in tables.items()}
+        with tempfile.TemporaryDirectory(prefix="washexp-") as tmp:
+            for rel, content in sorted(artifacts.items()):
+                data = content.encode("utf-8") if isinstance(content, str) else content
+                target = Path(tmp, rel)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                manifest["artifacts"][rel] = sha256_bytes(data)
+            for rel, frame in sorted(frames.items()):  # the bytes log_table writes for it
+                manifest["artifacts"][rel] = sha256_bytes(table_json(frame).encode("utf-8"))
+            blob = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+            Path(tmp, "manifest.json").write_bytes(blob)
+            self.client.log_artifacts(run.run_id, tmp)
+        for rel, frame in sorted(frames.items()):
+            self.client.log_table(run.run_id, data=frame, artifact_file=rel)
+        mirrored = {f"washexp.sha256.{rel}": digest for rel, digest in manifest["artifacts"].items()}
+        mirrored["washexp.sha256.manifest"] = sha256_bytes(blob)
+        for name, files in manifest_extra.items():
+            mirrored[f"washexp.sha256.{name}"] = tree_digest(files)
+        self._log_batch(run.run_id, params=run.params, metrics=metrics, tags={**tags, **mirrored})
+        self.client.set_terminated(run.run_id, status)
+
+
+class NullTracker:
+    """Tracking off (``tracking.enabled=false``): nothing is stored. Runs finished in this
+    process are still found again, so one sweep never repeats identical work (Full under a
+    top-N sweep runs once)."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count()
+        self._open: dict[str, str] = {}
+        self._finished: dict[str, FoundRun] = {}
+
+    def find(self, identity_hash: str) -> Found:
+        return Found(self._finished.get(identity_hash))
+
+    def open(self, name: str, identity_hash: str, params: dict[str, Any], *args, **kwargs) -> Run:
+        run_id = f"untracked-{next(self._ids)}"
+        self._open[run_id] = identity_hash
+        return Run(self, run_id, params)
+
+    def mark_killed(self, run: FoundRun, reason: str) -> None:
+        pass
+
+    def adopt(self, run_id: str, parent_id: str) -> None:
+        pass
+
+    def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
+        run.closed = True
+        identity = self._open.pop(run.run_id)
+        if status == "FINISHED":
+            self._finished[identity] = FoundRun(run.run_id, status, dict(metrics), None)
+
+
+def _frame(data: Any):
+    import pandas as pd
+
+    return data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
+
+
+def table_json(frame) -> str:
+    """A table as ``MlflowClient.log_table`` writes a ``.json`` file (pandas ``split``, no index)."""
+    return frame.to_json(orient="split", index=False, date_format="iso")
+
+
+def _param_value(value: Any) -> str:
+    text = value if isinstance(value, str) else canonical_json(value)
+    return text[:6000]
