@@ -19,6 +19,10 @@ a trailing newline counts one more line; an index over the budget keeps its byte
 ``mechFat``: certain fat summed over the **always-loaded files actually read** (never recall files),
 by ``mech_fat``. Every token figure is the caliper heuristic (``~est``), not a real count.
 
+The command keeps the gauge's state (``washexp.wash.gauge``: ``<store>/.washexp-gauge.json`` unless
+``--state`` names another non-``.md`` file), writing it only when the verdict changed it, before
+anything is printed.
+
 Exit codes: 0 measured; 1 could not finish (the gauge state could not be written); 2 a usage or
 input error found before any work (missing or unreadable store, bad state file, unknown gauge).
 """
@@ -271,10 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         if m.files == 0:
             raise WashexpError(f"{args.store}: not a store (no top-level *.md files)")
         before = load_state(args.store, state_file)
-    except _UsageError as err:
-        print(f"washexp caliper: {err}", file=sys.stderr)
-        return 2
-    except WashexpError as err:
+    except (_UsageError, WashexpError) as err:
         print(f"washexp caliper: {err}", file=sys.stderr)
         return 2
 
