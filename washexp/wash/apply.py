@@ -19,8 +19,9 @@ The rule, step by step (``on_step(name)`` is called before each one, so a test c
 8. ``commit``: a ``commit`` record is appended to the WAL, then the snapshot folder (WAL included)
    is removed. Undo after success is the caller's business (a wash runs on a scratch copy).
 
-Any failure in 1-8 restores every file to its snapshot bytes (a deleted file comes back, temp
-files are removed), removes the snapshot, and raises ``ApplyError`` naming the step and cause.
+Any failure before the commit record restores every file to its snapshot bytes (a deleted file
+comes back, temp files are removed), removes the snapshot, and raises ``ApplyError`` naming the
+step and the cause. The lock file stays in the store (harmless: it is not a ``*.md`` file).
 If the restore itself fails, the WAL and snapshot are kept and ``recover`` finishes the job.
 None of the apply's own files end in ``.md``, so the store (its top-level ``*.md`` files) never
 contains them.
@@ -42,7 +43,7 @@ from filelock import FileLock, Timeout
 
 from washexp.errors import WashexpError
 from washexp.hashing import sha256_bytes
-from washexp.wash.files import md_names, read_md
+from washexp.wash.files import md_names
 from washexp.wash.plan import Plan, PlanError, apply_to_texts
 
 LOCK_NAME = ".washexp.lock"
@@ -230,13 +231,14 @@ def apply_plan(
         _recover_locked(store)  # a crashed apply's half-written store is rolled back before anything else
         step = "pinned"
         hook(step)
-        files = read_md(store)
+        raw = {name: (store / name).read_bytes() for name in md_names(store)}  # one read: texts and digests agree
+        files = {name: data.decode("utf-8") for name, data in raw.items()}
         pinned = sorted({i.file for i in plan.items if i.file in files and is_pinned(files[i.file])})
         if pinned:
             raise ApplyError(f"refused: {', '.join(pinned)} is pinned (frontmatter pinned: true)")
         step = "external-writer"
         hook(step)
-        before = digests(store)
+        before = {name: sha256_bytes(data) for name, data in raw.items()}
         _check_unchanged(before, seen)
         try:
             new_texts = apply_to_texts(files, plan)
@@ -270,9 +272,11 @@ def apply_plan(
             _fsync_dir(store)
         step = "commit"
         hook(step)
+        after = digests(store)
         wal.append({"event": "commit"})
-        shutil.rmtree(snap)
-        return Applied(tuple(sorted(writes)), tuple(deletes), before, digests(store))
+        mutating = False  # committed: a later hiccup must not undo it; recover() just clears a committed WAL
+        shutil.rmtree(snap, ignore_errors=True)
+        return Applied(tuple(sorted(writes)), tuple(deletes), before, after)
     except BaseException as err:
         if mutating:
             _roll_back(store, step, err)
