@@ -412,3 +412,17 @@ def test_the_next_apply_recovers_a_crashed_one_first(tmp_path):
     applied = apply_plan(memdir, PLAN, before)  # the plan was made on the store before the crash
     assert applied.before == before
     assert_no_leftovers(memdir)
+
+
+def test_an_interrupt_mid_apply_is_rolled_back_and_still_interrupts(tmp_path):
+    memdir = make_store(tmp_path / "store")
+    before = state(memdir)
+
+    def ctrl_c(name: str) -> None:
+        if name == "delete:scratch-2026-05.md":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        apply_plan(memdir, PLAN, before, on_step=ctrl_c)
+    assert state(memdir) == before
+    assert_no_leftovers(memdir)
