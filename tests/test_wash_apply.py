@@ -1,0 +1,428 @@
+"""The wash plan (validation, JSON round-trip, byte-faithful in-memory edits) and the transactional apply."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+from washexp.hashing import sha256_bytes
+from washexp.wash.apply import LOCK_NAME, SNAPSHOT_DIR, TEMP_PREFIX, WAL_NAME, ApplyError, apply_plan, digests, recover
+from washexp.wash.files import md_names
+from washexp.wash.plan import Plan, PlanError, PlanItem, apply_to_texts, split_lines
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A small real-shaped memory store: an index, an LF topic file with fat, a CRLF file without a
+# final newline (written on Windows), a done scratch file, and a pinned conventions file.
+STORE = {
+    "MEMORY.md": (
+        "# Memory index\n\n"
+        "- [Build notes](build-notes.md) — toolchain pins and CI\n"
+        "- [Release notes](release-notes.md) — what shipped when\n"
+        "- [[scratch-2026-05]] — May scratch\n"
+        "- [Conventions](conventions.md) — house rules\n"
+    ),
+    "build-notes.md": (
+        "# Build notes\n\n"
+        "- Node pinned at 22.4.1 — the 22.5.x line broke the sandboxed fs tests.\n"
+        "- To restate the point already captured elsewhere in this store, Node is pinned.\n"
+        "- Build cache lives in .cache/turbo — safe to delete, always regenerated.\n"
+        "- CI matrix: ubuntu + windows + macos, Node 22 + 24.\n"
+    ),
+    "release-notes.md": (
+        "# Release notes\r\n\r\n"
+        "v2.3.0 (2026-04-02): C:\\tools\\lint.exe replaced by ruff.\r\n"
+        "It is perhaps worth noting, arguably, that the release went out on time.\r\n"
+        "v2.4.0 (2026-05-19): the `retry_budget` key replaces `max_retries`."
+    ),
+    "scratch-2026-05.md": "# Scratch May\n\n- [x] bump Node (done 2026-05-03)\n- [x] rotate CI token (done)\n",
+    "conventions.md": "---\nname: conventions\npinned: true\n---\n# Conventions\n\nNever rebase a shared branch.\n",
+}
+
+# Writes in two files and one delete: the multi-file plan every failure test runs.
+PLAN = Plan(
+    (
+        PlanItem("build-notes.md", 4, 4, "duplicate", "restates the Node pin above", "delete"),
+        PlanItem("release-notes.md", 4, 4, "over-verbose", "hedging filler", "delete"),
+        PlanItem(
+            "release-notes.md",
+            3,
+            3,
+            "over-verbose",
+            "shorter",
+            "replace",
+            "v2.3.0 (2026-04-02): ruff replaces C:\\tools\\lint.exe.",
+        ),
+        PlanItem("scratch-2026-05.md", 0, 0, "done-point-in-time", "every entry is done", "delete-file"),
+        PlanItem("MEMORY.md", 5, 5, "done-point-in-time", "its file goes", "delete"),
+    ),
+    approved_drops=({"type": "wikilinks", "value": "scratch-2026-05"},),
+    washer="reference",
+)
+STEPS = [
+    "lock",
+    "pinned",
+    "external-writer",
+    "snapshot",
+    "wal",
+    "write:MEMORY.md",
+    "write:build-notes.md",
+    "write:release-notes.md",
+    "delete:scratch-2026-05.md",
+    "commit",
+]
+
+
+def make_store(folder: Path, files: dict[str, str] = STORE) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_bytes(text.encode("utf-8"))  # bytes: no newline translation
+    return folder
+
+
+def state(folder: Path) -> dict[str, str]:
+    """The store as the scorer sees it: every top-level .md file and its sha256."""
+    return {name: sha256_bytes((folder / name).read_bytes()) for name in md_names(folder)}
+
+
+def assert_no_leftovers(folder: Path) -> None:
+    assert not (folder / SNAPSHOT_DIR).exists()
+    assert not list(folder.glob(TEMP_PREFIX + "*"))
+
+
+# --- the plan ---------------------------------------------------------------------------------
+
+
+def test_plan_round_trips_through_json():
+    plan = Plan(PLAN.items, PLAN.approved_drops, "reference", ("dead link [[ghost]] in MEMORY.md:9",))
+    again = Plan.from_dict(json.loads(json.dumps(plan.to_dict())))
+    assert again == plan
+    assert again.items[2].text == "v2.3.0 (2026-04-02): ruff replaces C:\\tools\\lint.exe."
+
+
+def _bad(**change) -> dict:
+    item = {"file": "a.md", "start": 2, "end": 3, "cls": "duplicate", "reason": "why", "op": "delete", "text": None}
+    good = dict(item, start=1, end=1)
+    return {"items": [good, {**item, **change}]}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"start": 0}, "plan items[1].start: must be >= 1"),
+        ({"start": 4}, "plan items[1].end: must be >= start 4, got 3"),
+        ({"start": True}, "plan items[1].start: must be an integer, got True"),
+        ({"file": "notes/a.md"}, "plan items[1].file: must be a bare file name without a path separator"),
+        ({"file": "a.txt"}, "plan items[1].file: must end in .md"),
+        ({"op": "merge"}, "plan items[1].op: must be one of delete, delete-file, replace, got 'merge'"),
+        ({"cls": "hedging"}, "plan items[1].cls: must be one of"),
+        ({"reason": " "}, "plan items[1].reason: must be a non-empty string"),
+        ({"op": "replace"}, "plan items[1].text: replace needs a string text, got None"),
+        ({"text": "x"}, "plan items[1].text: must be null for delete"),
+        ({"lines": [2, 3]}, "plan items[1]: unknown field(s) lines"),
+    ],
+)
+def test_a_bad_item_is_one_line_naming_index_and_field(change, message):
+    with pytest.raises(PlanError) as err:
+        Plan.from_dict(_bad(**change))
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value)
+    assert isinstance(err.value, ValueError)
+
+
+def test_a_missing_field_and_a_bad_plan_shape_are_named():
+    data = _bad()
+    del data["items"][1]["reason"]
+    with pytest.raises(PlanError, match=r"^plan items\[1\]\.reason: is missing$"):
+        Plan.from_dict(data)
+    with pytest.raises(PlanError, match="^plan: items is missing$"):
+        Plan.from_dict({"washer": "x"})
+    with pytest.raises(PlanError, match=r"approved_drops\[0\] must be an object with a string type"):
+        Plan.from_dict({"items": [], "approved_drops": ["scratch"]})
+
+
+def test_delete_file_ignores_its_line_range():
+    item = PlanItem("scratch.md", 0, 0, "done-point-in-time", "all done", "delete-file")
+    assert apply_to_texts({"scratch.md": "x\n", "keep.md": "y\n"}, Plan((item,))) == {"keep.md": "y\n"}
+
+
+# --- apply_to_texts ---------------------------------------------------------------------------
+
+
+def test_the_multi_file_plan_in_memory():
+    out = apply_to_texts(STORE, PLAN)
+    assert set(out) == set(STORE) - {"scratch-2026-05.md"}
+    assert "To restate" not in out["build-notes.md"]
+    assert out["build-notes.md"].count("\n") == STORE["build-notes.md"].count("\n") - 1
+    assert out["release-notes.md"] == (
+        "# Release notes\r\n\r\nv2.3.0 (2026-04-02): ruff replaces C:\\tools\\lint.exe.\r\n"
+        "v2.4.0 (2026-05-19): the `retry_budget` key replaces `max_retries`."
+    )
+    assert "[[scratch-2026-05]]" not in out["MEMORY.md"]
+    assert out["conventions.md"] is STORE["conventions.md"]  # untouched: the very same text
+
+
+def test_several_items_in_one_file_apply_bottom_up():
+    text = "".join(f"line {n}\n" for n in range(1, 9))
+    items = (
+        PlanItem("a.md", 2, 3, "duplicate", "dup", "delete"),
+        PlanItem("a.md", 7, 7, "over-verbose", "shorter", "replace", "seven\nseven-b"),
+        PlanItem("a.md", 5, 5, "superseded", "gone", "delete"),
+    )
+    out = apply_to_texts({"a.md": text}, Plan(items))["a.md"]
+    assert out == "line 1\nline 4\nline 6\nseven\nseven-b\nline 8\n"
+
+
+def test_crlf_endings_survive_replace_and_delete():
+    text = "# T\r\none\r\ntwo\r\nthree\r\n"
+    items = (
+        PlanItem("a.md", 2, 2, "over-verbose", "r", "replace", "uno\ndos"),
+        PlanItem("a.md", 4, 4, "superseded", "d", "delete"),
+    )
+    assert apply_to_texts({"a.md": text}, Plan(items))["a.md"] == "# T\r\nuno\r\ndos\r\ntwo\r\n"
+
+
+def test_replace_text_with_crlf_is_read_as_lf():
+    item = PlanItem("a.md", 1, 1, "over-verbose", "r", "replace", "x\r\ny")
+    assert apply_to_texts({"a.md": "a\nb\n"}, Plan((item,)))["a.md"] == "x\ny\nb\n"
+
+
+@pytest.mark.parametrize(
+    ("item", "expected"),
+    [
+        (PlanItem("a.md", 3, 3, "over-verbose", "r", "replace", "gamma\ndelta"), "alpha\r\nbeta\r\ngamma\ndelta"),
+        (PlanItem("a.md", 2, 3, "superseded", "d", "delete"), "alpha"),
+        (PlanItem("a.md", 1, 3, "superseded", "d", "delete"), ""),
+        (PlanItem("a.md", 1, 1, "superseded", "d", "delete"), "beta\r\ngamma"),
+    ],
+)
+def test_a_file_without_final_newline_stays_without(item, expected):
+    assert apply_to_texts({"a.md": "alpha\r\nbeta\r\ngamma"}, Plan((item,)))["a.md"] == expected
+
+
+def test_split_lines_counts_as_a_reader_does():
+    assert split_lines("a\r\nb\n") == ["a\r\n", "b\n"]
+    assert split_lines("a\nb") == ["a\n", "b"]
+    assert split_lines("") == []
+    assert split_lines("a\rb\n") == ["a\rb\n"]  # a lone CR is not a line break
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        (
+            [PlanItem("a.md", 1, 2, "duplicate", "x", "delete"), PlanItem("a.md", 2, 3, "duplicate", "y", "delete")],
+            r"plan items\[1\]\.start: lines 2-3 overlap items\[0\] lines 1-2",
+        ),
+        ([PlanItem("a.md", 3, 4, "duplicate", "x", "delete")], r"plan items\[0\]\.end: a\.md has 3 lines"),
+        ([PlanItem("b.md", 1, 1, "duplicate", "x", "delete")], r"plan items\[0\]\.file: no file 'b\.md'"),
+        (
+            [
+                PlanItem("a.md", 0, 0, "duplicate", "x", "delete-file"),
+                PlanItem("a.md", 1, 1, "duplicate", "y", "delete"),
+            ],
+            r"plan items\[1\]: a\.md is deleted by another item",
+        ),
+    ],
+)
+def test_apply_to_texts_refuses_an_inconsistent_plan(items, message):
+    with pytest.raises(PlanError, match=message):
+        apply_to_texts({"a.md": "x\ny\nz\n"}, Plan(tuple(items)))
+
+
+# --- the transactional apply ------------------------------------------------------------------
+
+
+def test_apply_writes_the_plan_and_cleans_up(tmp_path):
+    memdir = make_store(tmp_path / "store")
+    seen = digests(memdir)
+    steps: list[str] = []
+    applied = apply_plan(memdir, PLAN, seen, on_step=steps.append)
+    assert steps == STEPS
+    expected = apply_to_texts(STORE, PLAN)
+    assert {n: (memdir / n).read_bytes() for n in md_names(memdir)} == {n: t.encode() for n, t in expected.items()}
+    assert applied.written == ("MEMORY.md", "build-notes.md", "release-notes.md")
+    assert applied.deleted == ("scratch-2026-05.md",)
+    assert applied.before == seen
+    assert applied.after == state(memdir)
+    assert_no_leftovers(memdir)
+    assert (memdir / LOCK_NAME).exists() and not LOCK_NAME.endswith(".md")
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_a_failure_at_any_step_leaves_the_store_byte_identical(tmp_path, step):
+    """The trap: a rollback that forgets a file already written, or a file already deleted."""
+    memdir = make_store(tmp_path / "store")
+    before = state(memdir)
+
+    def fail_at(name: str) -> None:
+        if name == step:
+            raise OSError(28, "No space left on device (injected)")
+
+    with pytest.raises(ApplyError) as err:
+        apply_plan(memdir, PLAN, dict(before), on_step=fail_at)
+    assert f"apply failed at {step}: OSError" in str(err.value)
+    assert "\n" not in str(err.value)
+    assert state(memdir) == before  # same file set, same bytes
+    assert_no_leftovers(memdir)
+    assert apply_plan(memdir, PLAN, before).deleted == ("scratch-2026-05.md",)  # the lock was released
+
+
+def test_a_pinned_file_is_refused_before_anything_is_written(tmp_path):
+    memdir = make_store(tmp_path / "store")
+    before = state(memdir)
+    pinned = Plan((*PLAN.items, PlanItem("conventions.md", 7, 7, "trivially-obvious", "obvious", "delete")))
+    steps: list[str] = []
+    with pytest.raises(ApplyError, match=r"apply failed at pinned: refused: conventions\.md is pinned"):
+        apply_plan(memdir, pinned, before, on_step=steps.append)
+    assert steps == ["lock", "pinned"]
+    assert state(memdir) == before
+    assert_no_leftovers(memdir)
+
+
+def test_pinned_must_be_true_in_the_frontmatter(tmp_path):
+    files = {
+        "a.md": "---\npinned: false\n---\nkeep\nfat\n",
+        "b.md": "# B\n\npinned: true\nfat\n",  # prose, not frontmatter
+    }
+    memdir = make_store(tmp_path / "store", files)
+    plan = Plan(
+        tuple(PlanItem(n, 5 if n == "a.md" else 4, 5 if n == "a.md" else 4, "duplicate", "x", "delete") for n in files)
+    )
+    assert apply_plan(memdir, plan, digests(memdir)).written == ("a.md", "b.md")
+
+
+@pytest.mark.parametrize(
+    ("writer", "named"),
+    [
+        (
+            lambda d: (d / "build-notes.md").write_text(STORE["build-notes.md"] + "- new fact\n"),
+            "changed build-notes.md",
+        ),
+        (lambda d: (d / "new-topic.md").write_text("# New\n"), "appeared new-topic.md"),
+        (lambda d: (d / "conventions.md").unlink(), "vanished conventions.md"),
+    ],
+)
+def test_an_external_writer_aborts_before_anything_is_written(tmp_path, writer, named):
+    memdir = make_store(tmp_path / "store")
+    seen = digests(memdir)
+    writer(memdir)
+    now = state(memdir)
+    with pytest.raises(ApplyError, match=f"apply failed at external-writer: another writer .*{named}"):
+        apply_plan(memdir, PLAN, seen)
+    assert state(memdir) == now
+    assert_no_leftovers(memdir)
+
+
+def test_a_writer_during_the_apply_rolls_it_back(tmp_path):
+    memdir = make_store(tmp_path / "store")
+    before = state(memdir)
+
+    def co_writer(name: str) -> None:
+        if name == "write:release-notes.md":  # a sync client rewrites it between our writes
+            (memdir / "release-notes.md").write_bytes(b"# Release notes\r\nsynced")
+
+    with pytest.raises(
+        ApplyError, match=r"at write:release-notes\.md: release-notes\.md was changed by another writer"
+    ):
+        apply_plan(memdir, PLAN, before, on_step=co_writer)
+    assert state(memdir) == before
+    assert_no_leftovers(memdir)
+
+
+def test_a_second_concurrent_apply_is_refused_not_blocked(tmp_path):
+    memdir = make_store(tmp_path / "store")
+    seen = digests(memdir)
+    refusals: list[str] = []
+
+    def second_apply(name: str) -> None:
+        if name == "snapshot":
+            try:
+                apply_plan(memdir, PLAN, seen)
+            except ApplyError as err:
+                refusals.append(str(err))
+
+    applied = apply_plan(memdir, PLAN, seen, on_step=second_apply)
+    assert len(refusals) == 1 and "another apply holds .washexp.lock" in refusals[0]
+    assert applied.deleted == ("scratch-2026-05.md",)  # the first apply went on untroubled
+    # held by someone else: recover is refused as well
+    with FileLock(memdir / LOCK_NAME), pytest.raises(ApplyError, match="another apply holds"):
+        recover(memdir)
+
+
+CRASH = textwrap.dedent(
+    """
+    import json, os, sys
+    from pathlib import Path
+    from washexp.wash.apply import apply_plan
+    from washexp.wash.plan import Plan
+
+    store, plan, crash_at = Path(sys.argv[1]), Plan.from_dict(json.loads(sys.argv[2])), sys.argv[4]
+    seen = json.loads(sys.argv[3])
+
+    def die(step):
+        if step == crash_at:
+            os._exit(9)  # the process dies: no except, no finally, no rollback
+
+    apply_plan(store, plan, seen, on_step=die)
+    """
+)
+
+
+def crash_apply(memdir: Path, seen: dict[str, str], crash_at: str) -> None:
+    args = [sys.executable, "-c", CRASH, str(memdir), json.dumps(PLAN.to_dict()), json.dumps(seen), crash_at]
+    proc = subprocess.run(args, cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 9, proc.stderr
+
+
+def test_recover_rolls_back_a_crash_after_some_writes(tmp_path):
+    memdir = make_store(tmp_path / "store")
+    before = state(memdir)
+    crash_apply(memdir, before, "delete:scratch-2026-05.md")
+    half = state(memdir)
+    assert half != before and set(half) == set(before)  # three files written, the delete never ran
+    assert (memdir / SNAPSHOT_DIR / WAL_NAME).exists()
+    assert recover(memdir) is True
+    assert state(memdir) == before
+    assert_no_leftovers(memdir)
+    assert recover(memdir) is False
+
+
+def test_a_crash_before_the_wal_needs_no_rollback(tmp_path):
+    memdir = make_store(tmp_path / "store")
+    before = state(memdir)
+    crash_apply(memdir, before, "wal")  # the snapshot exists, no WAL: nothing was written
+    assert (memdir / SNAPSHOT_DIR).exists()
+    assert recover(memdir) is False
+    assert state(memdir) == before
+    assert_no_leftovers(memdir)
+
+
+def test_the_next_apply_recovers_a_crashed_one_first(tmp_path):
+    memdir = make_store(tmp_path / "store")
+    before = state(memdir)
+    crash_apply(memdir, before, "write:release-notes.md")
+    assert state(memdir) != before
+    applied = apply_plan(memdir, PLAN, before)  # the plan was made on the store before the crash
+    assert applied.before == before
+    assert_no_leftovers(memdir)
+
+
+def test_an_interrupt_mid_apply_is_rolled_back_and_still_interrupts(tmp_path):
+    memdir = make_store(tmp_path / "store")
+    before = state(memdir)
+
+    def ctrl_c(name: str) -> None:
+        if name == "delete:scratch-2026-05.md":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        apply_plan(memdir, PLAN, before, on_step=ctrl_c)
+    assert state(memdir) == before
+    assert_no_leftovers(memdir)
