@@ -43,11 +43,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from washexp import PROJECT_ROOT
 from washexp.errors import ConfigError, WashexpError
-from washexp.registry import Registry, unknown_name
+from washexp.registry import unknown_name
 
-GAUGE_DIR = PROJECT_ROOT / "conf" / "gauge"
 DEFAULT_GAUGE = "coalwash-1.0"
 STATE_NAME = ".washexp-gauge.json"
 STATE_SCHEMA = 1
@@ -84,9 +82,20 @@ class GaugeConfig:
     run_cost_multiplier: int = 3
 
 
+def gauge_dir() -> Path:
+    """``conf/gauge/`` of the project around the working directory; outside any project, the
+    one beside the package's source (``washexp caliper`` works anywhere)."""
+    from washexp.project import find_root
+
+    try:
+        return find_root() / "conf" / "gauge"
+    except ConfigError:
+        return Path(__file__).resolve().parents[2] / "conf" / "gauge"
+
+
 def gauge_names() -> list[str]:
     """The gauges that have an option file in ``conf/gauge/``."""
-    return sorted(p.stem for p in GAUGE_DIR.glob("*.yaml"))
+    return sorted(p.stem for p in gauge_dir().glob("*.yaml"))
 
 
 def load_config(name: str) -> GaugeConfig:
@@ -94,7 +103,7 @@ def load_config(name: str) -> GaugeConfig:
     known = gauge_names()
     if name not in known:
         raise ConfigError(unknown_name("gauge", name, known))
-    return _config_from(GAUGE_DIR / f"{name}.yaml")
+    return _config_from(gauge_dir() / f"{name}.yaml")
 
 
 def _config_from(source: Path | Mapping) -> GaugeConfig:
@@ -393,10 +402,8 @@ class OffGauge:
         return state
 
 
-MODELS: Registry[Gauge] = Registry("gauge model")
-MODELS.register("fat-schmitt")(FatSchmittGauge)
-MODELS.register("bmi-floor")(BmiFloorGauge)
-MODELS.register("off")(OffGauge)
+MODELS = {"fat-schmitt": FatSchmittGauge, "bmi-floor": BmiFloorGauge, "off": OffGauge}
+"""``model`` in a gauge's option file -> the rule."""
 
 
 def load_gauge(name_or_config: str | GaugeConfig | Mapping) -> Gauge:
@@ -407,4 +414,6 @@ def load_gauge(name_or_config: str | GaugeConfig | Mapping) -> Gauge:
         cfg = name_or_config
     else:
         cfg = _config_from(name_or_config)
-    return MODELS.get(cfg.model)(cfg)
+    if cfg.model not in MODELS:
+        raise ConfigError(unknown_name("gauge model", cfg.model, list(MODELS)))
+    return MODELS[cfg.model](cfg)
