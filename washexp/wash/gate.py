@@ -57,7 +57,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from washexp.wash.files import read_md
+from washexp.wash.files import md_names
 from washexp.wash.inventory import (
     CLASSES,
     COUNTED,
@@ -121,7 +121,8 @@ class Drop:
 
 @dataclass
 class GateResult:
-    """The verdict. ``drops`` and ``introduced`` hold what is *not* approved; ``approved`` what was."""
+    """The verdict. ``drops`` and ``introduced`` hold what is *not* approved; ``approved`` what was.
+    ``introduced`` names each hazard by its approval key (``zwsp-introduced:U+200B zero-width space``)."""
 
     passed: bool
     drops: list[Drop]
@@ -319,7 +320,7 @@ def _verdict(drops: list[Drop], hazards: list[Drop], warnings: list[str], approv
     return GateResult(
         passed=not open_drops and not open_hazards,
         drops=open_drops,
-        introduced=[f"{d.type}: {d.value}" for d in open_hazards],
+        introduced=[d.key for d in open_hazards],
         approved=approved,
         warnings=warnings,
         hazards=hazards,
@@ -399,10 +400,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _read(path: Path) -> str | dict[str, str]:
-    """A file's text, or a folder's store; _UsageError names the path and the problem."""
+    """A file's text, or a folder's store (its top-level ``*.md``); _UsageError names the bad path."""
+    if path.is_dir():
+        return {name: _read_text(path / name) for name in md_names(path)}
+    return _read_text(path)
+
+
+def _read_text(path: Path) -> str:
     try:
-        if path.is_dir():
-            return read_md(path)
         return path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise _UsageError(f"{path}: no such file or folder") from None
@@ -430,11 +435,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
         approvals = [parse_approval(a) for a in args.approve]
-        before, after = _read(args.before), _read(args.after)
-        if isinstance(before, dict) != isinstance(after, dict):
+        if args.before.is_dir() != args.after.is_dir() and args.before.exists() and args.after.exists():
             raise _UsageError(
                 f"{args.before} and {args.after}: compare two files or two store folders, not one of each"
             )
+        before, after = _read(args.before), _read(args.after)
     except (_UsageError, ValueError) as err:
         print(f"washexp gate: {err}", file=sys.stderr)
         return 2
