@@ -318,6 +318,11 @@ def test_inventory_counts_each_value_per_distinct_line():
         ("---\r\nkey: 1\r\nother:2\r\na:b: c\r\n---\r\n", "---\r\nkey: 1\r\n---\r\n", ["frontmatter-key-drop:a:b"]),
         ("range 15-20 items", "range 15 - 20 items", []),
         ("plain", "pla\u200cin\u2060", []),  # ZWNJ and word joiner are not tripwires in the real gate
+        # JavaScript semantics: \d is ASCII, so Thai digits are not numbers (the f04 trap) ...
+        ("\u0e23\u0e32\u0e04\u0e32 \u0e51\u0e52 \u0e1a\u0e32\u0e17", "\u0e23\u0e32\u0e04\u0e32 \u0e1a\u0e32\u0e17", []),
+        # ... and trim strips NBSP but not U+001C, which Python's str.strip would
+        ("[[ scratch\u00a0]]", "[[scratch]]", []),
+        ("[[scratch\x1c]]", "[[scratch]]", ["wikilink-drop:scratch\x1c"]),
     ],
 )
 def test_verdicts_match_the_real_gate(before, after, expected):
