@@ -30,7 +30,7 @@ INDEX = "MEMORY.md"
 EXPECTED = "expected.json"
 _TOP_KEYS = ("fixture", "description", "expectNoOp", "muscle", "fat")
 _ENTRY_KEYS = {"muscle": ("id", "needle", "note"), "fat": ("id", "needle", "class", "note")}
-_ID_FORM = {"muscle": re.compile(r"m\d{2,}"), "fat": re.compile(r"f\d{2,}")}
+ID_FORM = {"muscle": re.compile(r"m\d{2,}"), "fat": re.compile(r"f\d{2,}")}
 _JS_WS_RUN = re.compile("[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+")
 
 
@@ -134,7 +134,7 @@ def parse_expected(data: Any, path: Path) -> Expected:
             for key in _ENTRY_KEYS[kind]:
                 _need(entry[key], str, path, f"{at}.{key}")
             nid, needle = entry["id"], entry["needle"]
-            if not _ID_FORM[kind].fullmatch(nid):
+            if not ID_FORM[kind].fullmatch(nid):
                 raise FixtureError(path, f"{at}.id", f"{nid!r} is not of the form {kind[0]}01, {kind[0]}02, ...")
             if nid in seen:
                 raise FixtureError(path, f"{at}.id", f"{nid!r} is used twice (first by {seen[nid]})")
@@ -213,7 +213,9 @@ def check_contents(files: dict[str, str], expected: Expected, folder: Path) -> N
                 hit = next((mid for mid, at in muscle_at.items() if line in at), None)
                 if hit is not None:
                     raise FixtureError(
-                        folder / name, f"line {line}", f"holds fat needle {f.id} and muscle needle {hit} (cut one, lose both)"
+                        folder / name,
+                        f"line {line}",
+                        f"holds fat needle {f.id} and muscle needle {hit} (cut one, lose both)",
                     )
 
 
