@@ -23,9 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FEED = ROOT / "fixtures" / "wash-feed" / "dispatch-team"
 ALWAYS_LOADED = ("MEMORY.md", "CLAUDE.md")
 ARM_AT, DISARM_BELOW = 500, 200  # CoalWash 1.0's gauge: arm at >= 500 mechanical-fat tokens
-_JS_TRIM = re.compile(
-    "^[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+|[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+$"
-)
+_JS_WS = "[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+"
+_JS_TRIM = re.compile(f"^{_JS_WS}|{_JS_WS}$")  # String.prototype.trim strips the JS \\s class
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +141,14 @@ def test_washed_store_gets_the_session_appended(feed, tmp_path):
     assert (store / "scratch-2026-05.md").read_text(encoding="utf-8").startswith("- closed out the load-test")
 
 
+def test_append_starts_on_a_fresh_line_when_a_washer_dropped_the_final_newline(feed, tmp_path):
+    store = materialise(feed, 1, tmp_path / "w")
+    path = store / "decisions.md"
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    apply_session(feed, 2, store)
+    assert "<consumer>`) first.\n- 2026-05-05: offers expire" in path.read_text(encoding="utf-8")
+
+
 def test_mechanical_fat_recrosses_the_gauge(feed, tmp_path):
     """Arm A dedupes when mechanical fat reaches 500; the feed must make it fire at least twice,
     each session adding about 100 estimated tokens of verbatim repeats to MEMORY.md."""
@@ -248,9 +255,10 @@ CASES = [
     ),
     (
         "empty needles on a chunk that is not a verbatim repeat",
-        '  - id: s02\n    note: offer expiry decided server-side\n    chunks:\n      - file: decisions.md\n        label: muscle\n        text: |\n          - 2026-05-05: offers expire after 45 s server-side; the client timer is display only.\n        needles:\n          - {id: m13, needle: "offers expire after 45 s server-side", note: decision}\n',
-        "  - id: s02\n    note: offer expiry decided server-side\n    chunks:\n      - file: decisions.md\n        label: muscle\n        text: |\n          - 2026-05-05: offers expire after 45 s server-side; the client timer is display only.\n        needles: []\n",
-        "s02.chunks[0].needles: empty: only a verbatim repeat (class duplicate, every line already in the file) has none",
+        '        needles:\n          - {id: m13, needle: "offers expire after 45 s server-side", note: decision}\n',
+        "        needles: []\n",
+        "s02.chunks[0].needles: empty: only a verbatim repeat (class duplicate, every line already in the file) "
+        "has none",
     ),
 ]
 
@@ -269,8 +277,8 @@ def test_load_feed_checks_the_store_after_each_session(tmp_path):
     feed_dir = _copy_feed(tmp_path)
     path = _edit_sessions(
         feed_dir,
-        "          - It might be worth revisiting the 45 s figure later, if anyone feels strongly, though nobody seems to.\n",
-        "          - offers expire after 45 s server-side, if anyone feels strongly, though nobody seems to.\n",
+        "- It might be worth revisiting the 45 s figure later,",
+        "- offers expire after 45 s server-side, again,",
     )
     with pytest.raises(FixtureError) as err:
         load_feed(feed_dir)
