@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from washexp.registry import Registry
 
-JOBS = Registry("benchmark", {"compaction": "washexp.compaction.study:run_job"})
+JOBS = Registry("benchmark", {"compaction": "washexp.compaction.study:run_job", "wash": "washexp.wash.study:run_job"})
 """``benchmark.name`` -> ``run_job(cfg, job, sweep)``."""
 
-RECORDS = Registry("record builder", {"compaction": "washexp.compaction.record:build"})
+RECORDS = Registry(
+    "record builder", {"compaction": "washexp.compaction.record:build", "wash": "washexp.wash.record:build"}
+)
 """topic -> ``build(runs: DataFrame, options: ExportOptions) -> list[Record]``."""

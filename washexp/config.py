@@ -82,6 +82,37 @@ class CompactionConfig:
 
 
 @dataclass
+class MeasurementConfig:
+    name: str = MISSING
+    """``ceiling``, ``infinity`` or ``sawtooth`` (the seed's three measurements)."""
+    rounds: int = 8
+    """Full-tier rounds per store (ceiling, infinity)."""
+    dry_stop: int = 2
+    """Stop a store after this many consecutive dry rounds (nothing applied); 0 = never."""
+    arms: list[str] = field(default_factory=lambda: ["off"])
+    """The gauges a store is washed under: ``configured`` (the ``gauge`` option) and/or ``off``."""
+    sessions: int = 24
+    """Sawtooth: growth-feed sessions."""
+
+
+@dataclass
+class WashConfig:
+    measurement: MeasurementConfig = MISSING
+    store: Any = "all"
+    """One store name, a list of names, or ``all`` (ceiling, infinity)."""
+    feed: str = "dispatch-team"
+    """The growth feed (sawtooth)."""
+    operator: str = "benchmark"
+    """The human gate: ``benchmark`` (the seed's operator), ``approve-all``, ``approve-none``."""
+    gates: bool = True
+    """``false`` only for control arms: no fidelity gate, no keeps, no LEAN stop."""
+    washer: dict[str, Any] = field(default_factory=dict)
+    """The washer option (``conf/washer/``): its name and arguments."""
+    gauge: dict[str, Any] = field(default_factory=dict)
+    """The gauge option (``conf/gauge/``): the CoalWash version it pins and its thresholds."""
+
+
+@dataclass
 class TrackingConfig:
     enabled: bool = True
     uri: str | None = None
@@ -101,10 +132,20 @@ class Config:
     rerun: bool = False
     """Run a condition again even when a FINISHED run with its identity exists."""
     compaction: CompactionConfig | None = None
-    wash: Any = None
+    wash: WashConfig | None = None
 
 
-SHORT_KEYS = {"topn": "compaction.topn", "task": "compaction.task", "phase": "compaction.phase"}
+SHORT_KEYS = {
+    "topn": "compaction.topn",
+    "task": "compaction.task",
+    "phase": "compaction.phase",
+    "store": "wash.store",
+    "feed": "wash.feed",
+    "operator": "wash.operator",
+    "gates": "wash.gates",
+    "rounds": "wash.measurement.rounds",
+    "sessions": "wash.measurement.sessions",
+}
 """What users type on the command line -> the family key it sets."""
 
 

@@ -56,6 +56,8 @@ class Result:
     tables: dict[str, Any] = field(default_factory=dict)
     manifest: dict[str, dict[str, str]] = field(default_factory=dict)
     """Extra sha256 maps for the manifest (fixture files, source)."""
+    series: dict[str, list[float]] = field(default_factory=dict)
+    """Step metrics: key -> one value per step (a wash round, a session), charted by the UI."""
 
 
 @dataclass
@@ -130,7 +132,9 @@ def _compute_all(tracker, parent_id, todo, compute, results, outcome, concurrenc
                 error = future.exception()
                 if error is None:
                     result = future.result()
-                    run.finish(result.metrics, result.artifacts, result.manifest, tables=result.tables)
+                    run.finish(
+                        result.metrics, result.artifacts, result.manifest, tables=result.tables, series=result.series
+                    )
                     results[child.key] = result.metrics
                     outcome.counts["run"] += 1
                     state = "done"

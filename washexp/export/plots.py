@@ -74,3 +74,18 @@ def _png(fig, axes, ylabel: str) -> bytes:
     fig.savefig(buf, format="png", dpi=_DPI)
     plt.close(fig)
     return buf.getvalue()
+
+
+def lines(series: Mapping[str, Sequence[tuple[float, float]]], xlabel: str, ylabel: str, title: str = "") -> bytes:
+    """One panel, one line per named series of (x, y) points (e.g. tokens per session per arm)."""
+    fig, axes = plt.subplots(1, 1, figsize=_SIZE, squeeze=False)
+    ax = axes[0][0]
+    for name, points in series.items():
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, marker=".", label=name, drawstyle="steps-post")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left")
+    return _png(fig, axes, ylabel)

@@ -107,6 +107,7 @@ class Run:
     run_id: str
     params: dict[str, Any]
     closed: bool = field(default=False)
+    series: dict[str, list[float]] = field(default_factory=dict)
 
     def finish(
         self,
@@ -115,10 +116,12 @@ class Run:
         manifest_extra: dict[str, dict[str, str]] | None = None,
         tags: dict[str, str] | None = None,
         tables: dict[str, Any] | None = None,
+        series: dict[str, list[float]] | None = None,
     ) -> None:
         """``tables``: artifact file (``*.json``) -> DataFrame or column dict, logged with
         MLflow's ``log_table`` (``mlflow.load_table(file, extra_columns=["run_id"])`` gathers one
-        across runs)."""
+        across runs). ``series``: step metrics, one value per step from step 1."""
+        self.series = series or {}
         self.tracker._close(self, metrics, artifacts, manifest_extra or {}, tags or {}, tables or {}, "FINISHED")
 
     def fail(self, error: BaseException, status: str = "FAILED") -> None:
@@ -197,12 +200,13 @@ class Tracker:
         """Hang a reused finished run under a new parent (an arm redone after a kill)."""
         self.client.set_tag(run_id, "mlflow.parentRunId", parent_id)
 
-    def _log_batch(self, run_id: str, params=None, metrics=None, tags=None) -> None:
+    def _log_batch(self, run_id: str, params=None, metrics=None, tags=None, series=None) -> None:
         from mlflow.entities import Metric, Param, RunTag
 
         now = int(time.time() * 1000)
         ps = [Param(k, _param_value(v)) for k, v in (params or {}).items()]
         ms = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if v is not None]
+        ms += [Metric(k, float(v), now, i) for k, vs in (series or {}).items() for i, v in enumerate(vs, 1)]
         ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
         for i in range(0, max(len(ps), len(ms), len(ts)), _BATCH):
             self.client.log_batch(
@@ -235,7 +239,7 @@ class Tracker:
         mirrored["washexp.sha256.manifest"] = sha256_bytes(blob)
         for name, files in manifest_extra.items():
             mirrored[f"washexp.sha256.{name}"] = tree_digest(files)
-        self._log_batch(run.run_id, params=run.params, metrics=metrics, tags={**tags, **mirrored})
+        self._log_batch(run.run_id, params=run.params, metrics=metrics, tags={**tags, **mirrored}, series=run.series)
         self.client.set_terminated(run.run_id, status)
 
 

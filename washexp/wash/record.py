@@ -1,0 +1,394 @@
+"""The wash record: the three measurements, per washer and gauge, with every muscle loss named.
+
+Per (model, measurement, washer, gauge, operator, gates) the newest FINISHED measurement run wins;
+its stores (or sawtooth arms) are the runs under it. Per-round figures and named losses come from
+each store run's ``rounds.json`` artifact, the sawtooth's from ``sessions.json``. A record per
+model and platform: ``results/wash-<platform>-YYYY-MM-DD.md`` + ``.json`` + the sawtooth plot.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from washexp import __version__
+from washexp.errors import WashexpError
+from washexp.export import plots
+from washexp.export.records import Column, Plot, Record, Table
+
+KEYS = ["model", "measurement", "washer", "gauge", "operator", "gates"]
+REFERENCE_HEADLINE = (
+    "Reference washer: a labelled, deterministic rule-based baseline (near-duplicate paragraphs, "
+    "hedging phrases, done/superseded markers, scratch files), not a model. It never reads the "
+    "ground truth; its losses show what the gates and the operator let through."
+)
+
+
+def _tag(frame: pd.DataFrame, name: str) -> pd.Series:
+    col = f"tags.{name}"
+    return frame[col] if col in frame.columns else pd.Series(None, index=frame.index, dtype=object)
+
+
+def _value(row, name: str) -> float | None:
+    v = row.get(f"metrics.{name}")
+    return None if v is None or pd.isna(v) else float(v)
+
+
+def _artifact(uri: str, run_id: str, path: str):
+    from mlflow.tracking import MlflowClient
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            local = MlflowClient(uri).download_artifacts(run_id, path, tmp)
+        except Exception:  # an artifact a failed run never wrote
+            return None
+        return json.loads(Path(local).read_text(encoding="utf-8"))
+
+
+def build(runs: pd.DataFrame, options) -> list[Record]:
+    kinds = _tag(runs, "washexp.kind")
+    parents = runs[kinds == "measurement"].copy()
+    if options.model is not None:
+        parents = parents[_tag(parents, "model") == options.model]
+    if options.sweeps:
+        parents = parents[
+            _tag(parents, "sweep").map(lambda s: any(s == w or str(s).endswith("/" + w) for w in options.sweeps))
+        ]
+    if options.date is not None:
+        parents = parents[parents["start_time"].dt.strftime("%Y-%m-%d") <= options.date]
+    for k in KEYS:
+        parents[k] = _tag(parents, k)
+    parents = parents[parents["status"] == "FINISHED"].sort_values("start_time", ascending=False, kind="stable")
+    parents = parents.drop_duplicates(KEYS, keep="first")
+    if parents.empty:
+        raise WashexpError("no finished wash measurement runs match the filters (model, sweep, date)")
+    children = runs[kinds.isin(["wash-store", "wash-arm"])].copy()
+    children["parent"] = _tag(children, "mlflow.parentRunId")
+    children = children.sort_values("start_time", ascending=False, kind="stable")
+    records = []
+    for model, group in parents.groupby("model", sort=True):
+        kids = children[children["parent"].isin(group["run_id"])]
+        records.append(_record(model, group, kids, options))
+    return records
+
+
+def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> Record:
+    first = parents.iloc[0]
+    platform = first.get("tags.platform") or "reference"
+    times = pd.concat([parents["end_time"], kids["end_time"]]).dropna()
+    date = times.max().tz_convert("UTC").strftime("%Y-%m-%d")
+    tables, plots_out, losses = [], [], []
+    by = {m: parents[parents["measurement"] == m] for m in ("ceiling", "infinity", "sawtooth")}
+    stem = f"wash-{platform}-{date}"
+    if len(by["ceiling"]):
+        tables.append(_ceiling(by["ceiling"], kids))
+    if len(by["infinity"]):
+        tables += _infinity(by["infinity"], kids, options.uri)
+    if len(by["sawtooth"]):
+        table, plot = _sawtooth(by["sawtooth"], kids, options.uri, stem)
+        tables.append(table)
+        plots_out.append(plot)
+    for _, kid in kids[kids["tags.washexp.kind"] == "wash-store"].iterrows():
+        for rd in _artifact(options.uri, kid["run_id"], "rounds.json") or []:
+            for lost in rd.get("lost_now", []):
+                cut = (
+                    "; ".join(
+                        f"{c['tier']} {c['op']} {c['file']}:{c.get('start')}-{c.get('end')} ({c['cls']}: {c['reason']})"
+                        for c in lost["cut_by"]
+                    )
+                    or "a rewrite (no deleted item held it)"
+                )
+                losses.append(
+                    {
+                        "measurement": kid.get("tags.measurement"),
+                        "washer": kid.get("tags.washer"),
+                        "gauge": f"{kid.get('tags.gauge')} ({kid.get('tags.arm')})",
+                        "store": kid.get("tags.store"),
+                        "round": rd["round"],
+                        "id": lost["id"],
+                        "needle": lost["needle"],
+                        "cut_by": cut,
+                    }
+                )
+    losses.sort(key=lambda r: (r["measurement"], r["washer"], r["gauge"], r["store"], r["round"], r["id"]))
+    tables.append(
+        Table(
+            "muscle_losses",
+            "Muscle losses, named",
+            tuple(
+                Column(k, k.replace("_", " "))
+                for k in ("measurement", "washer", "gauge", "store", "round", "id", "needle", "cut_by")
+            ),
+            tuple(losses),
+            note="Every muscle needle lost, the round it went and the plan item whose text held it.",
+        )
+    )
+    notes = [
+        REFERENCE_HEADLINE
+        if set(parents["washer"]) == {"reference"}
+        else f"Washers: {', '.join(sorted(set(parents['washer'])))}.",
+        "Scratch copies only; every round is scored by the port of CoalWash's score.mjs (whitespace-normalized exact "
+        "matching). The operator is the seed's: it approves fat deletes and refuses any cut that holds muscle.",
+        "Gauge arm 'off' shows what the washer alone does; 'configured' is the named CoalWash gauge. A gauge that "
+        "never arms on a store whose fat is only semantic is reported as such (its rounds stop at LEAN).",
+    ]
+    provenance = {
+        "date": f"{date} (UTC date of the newest covered run)",
+        "experiment": options.experiment,
+        "washexp version (exporter)": __version__,
+        "git commit of the runs": sorted({str(v) for v in _tag(parents, "mlflow.source.git.commit").dropna()}),
+        "source sha256 of the runs": sorted({str(v) for v in _tag(parents, "washexp.source").dropna()}),
+        "model": model,
+        "tier": first.get("tags.tier"),
+        "platform": platform,
+        "measurements": sorted(set(parents["measurement"])),
+        "washers": sorted(set(parents["washer"])),
+        "gauges": sorted(set(parents["gauge"])),
+        "operator": sorted(set(parents["operator"])),
+        "gates": sorted(set(parents["gates"])),
+        "store sha256": {
+            r.get("tags.store"): r.get("tags.washexp.sha256.fixture") for _, r in kids.iterrows() if r.get("tags.store")
+        },
+        "feed sha256": {
+            r.get("tags.feed"): r.get("tags.washexp.sha256.feed") for _, r in kids.iterrows() if r.get("tags.feed")
+        },
+        "sweeps (overrides)": sorted(
+            {f"{s}: {o}" for s, o in zip(_tag(parents, "sweep"), _tag(parents, "washexp.overrides"), strict=True)}
+        ),
+    }
+    return Record(
+        topic="wash",
+        platform=platform,
+        date=date,
+        title=f"Wash benchmark: {model} ({platform}), {date}",
+        provenance=provenance,
+        notes=tuple(notes),
+        tables=tuple(tables),
+        plots=tuple(plots_out),
+        appendix=(_runs_table(parents, kids),),
+        arm_runs=tuple(parents["run_id"]),
+    )
+
+
+def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
+    rows = []
+    for _, p in parents.iterrows():
+        for _, k in kids[kids["parent"] == p["run_id"]].drop_duplicates("tags.store").iterrows():
+            first_bad = _value(k, "first_bad_round")
+            rows.append(
+                {
+                    "washer": p["washer"],
+                    "gauge": f"{p['gauge']} ({k.get('tags.arm')})",
+                    "store": k.get("tags.store"),
+                    "rounds": _value(k, "rounds"),
+                    "first_bad_round": first_bad or None,
+                    "store_ceiling": _value(k, "store_ceiling"),
+                    "lower_bound": bool(_value(k, "store_ceiling_lower_bound")),
+                    "muscle_lost": _value(k, "muscle_lost"),
+                    "fat_removed_pct": _value(k, "fat_removed_pct"),
+                    "status": k["status"],
+                }
+            )
+        for arm in ("off", "configured"):
+            c = _value(p, f"{arm}/ceiling")
+            if c is not None:
+                bound = "≥" if _value(p, f"{arm}/ceiling_lower_bound") else ""
+                rows.append(
+                    {
+                        "washer": p["washer"],
+                        "gauge": f"{p['gauge']} ({arm})",
+                        "store": "CEILING (min)",
+                        "store_ceiling": c,
+                        "ceiling": f"{bound}{c:.0f}",
+                    }
+                )
+    cols = (
+        Column("washer", "washer"),
+        Column("gauge", "gauge (arm)"),
+        Column("store", "store"),
+        Column("rounds", "rounds run", lambda r: _int(r.get("rounds"))),
+        Column(
+            "first_bad_round",
+            "first bad round",
+            lambda r: (
+                _int(r.get("first_bad_round")) if r.get("first_bad_round") else ("none" if r.get("rounds") else "")
+            ),
+        ),
+        Column(
+            "store_ceiling",
+            "ceiling",
+            lambda r: r.get("ceiling") or (("≥" if r.get("lower_bound") else "") + _int(r.get("store_ceiling"))),
+        ),
+        Column("muscle_lost", "muscle lost", lambda r: _int(r.get("muscle_lost"))),
+        Column("fat_removed_pct", "fat removed %", lambda r: _pct(r.get("fat_removed_pct"))),
+    )
+    return Table(
+        "ceiling",
+        "Measurement 1: the consecutive-run ceiling",
+        cols,
+        tuple(rows),
+        note="A bad round loses any muscle needle, or changes a no-fat store. Ceiling = min over stores of "
+        "(first bad round - 1); '≥' when a store had no bad round within the rounds run.",
+    )
+
+
+def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> list[Table]:
+    rows, per_round = [], []
+    for _, p in parents.iterrows():
+        for _, k in kids[kids["parent"] == p["run_id"]].iterrows():
+            noop = _value(k, "post_exhaustion_noop")
+            rows.append(
+                {
+                    "washer": p["washer"],
+                    "gauge": f"{p['gauge']} ({k.get('tags.arm')})",
+                    "store": k.get("tags.store"),
+                    "phase_boundary_round": _value(k, "phase_boundary_round") or None,
+                    "fact_loss_has_fat_pct": _value(k, "fact_loss_has_fat_pct"),
+                    "fact_loss_fat_exhausted_pct": _value(k, "fact_loss_fat_exhausted_pct"),
+                    "fact_loss_pct": _value(k, "fact_loss_pct"),
+                    "fat_removed_pct": _value(k, "fat_removed_pct"),
+                    "post_exhaustion_noop": None if noop is None else bool(noop),
+                }
+            )
+            for rd in _artifact(uri, k["run_id"], "rounds.json") or []:
+                score = rd.get("score") or {}
+                per_round.append(
+                    {
+                        "washer": p["washer"],
+                        "gauge": f"{p['gauge']} ({k.get('tags.arm')})",
+                        "store": k.get("tags.store"),
+                        "round": rd["round"],
+                        "phase": rd["phase"],
+                        "lost_this_round": len(rd.get("lost_now", [])),
+                        "fact_loss_cum": (score.get("muscle") or {}).get("lossPct"),
+                        "fat_removed": (score.get("fat") or {}).get("removalPct"),
+                        "failed": rd.get("failed"),
+                    }
+                )
+    cols = (
+        Column("washer", "washer"),
+        Column("gauge", "gauge (arm)"),
+        Column("store", "store"),
+        Column(
+            "phase_boundary_round", "fat exhausted at round", lambda r: _int(r.get("phase_boundary_round")) or "never"
+        ),
+        Column("fact_loss_has_fat_pct", "fact-loss % has-fat", lambda r: _pct(r.get("fact_loss_has_fat_pct"))),
+        Column(
+            "fact_loss_fat_exhausted_pct",
+            "fact-loss % fat-exhausted",
+            lambda r: _pct(r.get("fact_loss_fat_exhausted_pct")),
+        ),
+        Column("fact_loss_pct", "fact-loss % cumulative", lambda r: _pct(r.get("fact_loss_pct"))),
+        Column("fat_removed_pct", "fat removed %", lambda r: _pct(r.get("fat_removed_pct"))),
+        Column("post_exhaustion_noop", "post-exhaustion 100% no-op"),
+    )
+    round_cols = tuple(
+        Column(k, k.replace("_", " "))
+        for k in (
+            "washer",
+            "gauge",
+            "store",
+            "round",
+            "phase",
+            "lost_this_round",
+            "fact_loss_cum",
+            "fat_removed",
+            "failed",
+        )
+    )
+    return [
+        Table(
+            "infinity",
+            "Measurement 2: infinity-loop fact-loss by phase",
+            cols,
+            tuple(rows),
+            note="Phase boundary: the first round that starts with no planted fat left. Post-exhaustion no-op: every "
+            "fat-exhausted round applied nothing (the target: the LEAN band stops them).",
+        ),
+        Table(
+            "infinity_rounds",
+            "Measurement 2, per round (fact-loss cumulative %, fat removed %, as score.mjs prints them)",
+            round_cols,
+            tuple(per_round),
+        ),
+    ]
+
+
+def _sawtooth(parents: pd.DataFrame, kids: pd.DataFrame, uri: str, stem: str) -> tuple[Table, Plot]:
+    rows, series = [], {}
+    for _, p in parents.iterrows():
+        arms = kids[kids["parent"] == p["run_id"]]
+        feed = next(iter(arms.get("tags.feed", pd.Series(dtype=object)).dropna()), None)
+        rows.append(
+            {
+                "washer": p["washer"],
+                "gauge": p["gauge"],
+                "feed": feed,
+                "feed_sha256": next(iter(arms.get("tags.washexp.sha256.feed", pd.Series(dtype=object)).dropna()), None),
+                "A_total": _value(p, "A/total"),
+                "A_run_costs": _value(p, "A/run_costs"),
+                "A_total_with_costs": _value(p, "A/total_with_costs"),
+                "B_total": _value(p, "B/total"),
+                "delta_pct": _value(p, "delta_pct"),
+                "A_washes": _value(p, "A/washes"),
+                "A_muscle": f"{_int(_value(p, 'A/muscle_kept'))}/{_int(_value(p, 'A/muscle_total'))}",
+            }
+        )
+        for _, arm in arms.iterrows():
+            sessions = _artifact(uri, arm["run_id"], "sessions.json") or []
+            series[f"{p['washer']} · {p['gauge']} · arm {arm.get('tags.arm')}"] = [
+                (s["session"], s["always_loaded"]) for s in sessions
+            ]
+    cols = (
+        Column("washer", "washer"),
+        Column("gauge", "gauge"),
+        Column("feed", "feed"),
+        Column("A_total", "A always-loaded total", lambda r: _int(r.get("A_total"))),
+        Column("A_run_costs", "A run costs", lambda r: _int(r.get("A_run_costs"))),
+        Column("A_total_with_costs", "A total + costs", lambda r: _int(r.get("A_total_with_costs"))),
+        Column("B_total", "B always-loaded total", lambda r: _int(r.get("B_total"))),
+        Column("delta_pct", "Δ% = (B − A) / B", lambda r: _pct(r.get("delta_pct"))),
+        Column("A_washes", "A washes", lambda r: _int(r.get("A_washes"))),
+        Column("A_muscle", "A muscle kept at the end"),
+        Column("feed_sha256", "feed sha256"),
+    )
+    table = Table(
+        "sawtooth",
+        "Measurement 3: sawtooth vs bloat",
+        cols,
+        tuple(rows),
+        note="Always-loaded = the index + governance files (caliper estimate, ~est tokens) after each session. "
+        "A washes exactly when its gauge fires; B never. A's total includes its washes' own token cost.",
+    )
+    plot = Plot(
+        f"{stem}-sawtooth.png",
+        "always-loaded tokens per session, arm A (wash when the gauge fires) and arm B (never)",
+        plots.lines(series, "session", "always-loaded ~est tokens"),
+    )
+    return table, plot
+
+
+def _runs_table(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
+    rows = [
+        {"run": p["tags.mlflow.runName"], "status": p["status"], "run_id": p["run_id"]} for _, p in parents.iterrows()
+    ]
+    rows += [
+        {"run": k["tags.mlflow.runName"], "status": k["status"], "run_id": k["run_id"]} for _, k in kids.iterrows()
+    ]
+    return Table(
+        "runs",
+        f"MLflow run ids behind every number ({len(rows)} runs)",
+        tuple(Column(c, c) for c in ("run", "status", "run_id")),
+        tuple(rows),
+    )
+
+
+def _int(v) -> str:
+    return "" if v is None else f"{v:.0f}"
+
+
+def _pct(v) -> str:
+    return "n/a" if v is None else f"{v:.1f}%"

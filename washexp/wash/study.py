@@ -1,0 +1,184 @@
+"""A wash measurement as MLflow runs: one run per measurement x washer x gauge, one nested run
+per store (and gauge arm), or per sawtooth arm.
+
+Identity (``washexp.config.identity``): the benchmark, what the model is, the measurement's
+settings, the washer's spec, the gauge option, the operator and ``gates``, the digest of the wash
+family's code, and per store its name and the sha256 of its folder (per feed, its folder). Scratch
+copies only: no fixture file is ever written.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from washexp.config import identity
+from washexp.errors import ConfigError
+from washexp.hashing import tree_digest
+from washexp.provenance import code_digest, files_digest, git_commit, package_source, public_config
+from washexp.runner import Result, Work, run_group
+from washexp.wash import gauge, pipeline, rounds, sawtooth, summary
+from washexp.wash.feed import load_feed
+from washexp.wash.operators import make_operator
+from washexp.wash.stores import Store, load_stores
+
+log = logging.getLogger("washexp")
+
+MEASUREMENTS = ("ceiling", "infinity", "sawtooth")
+CODE = ("wash", "tokens.py", "needles.py", "hashing.py")
+"""What computes a wash result: the family's folder and the shared modules it matches with."""
+
+
+def _washer(spec: dict[str, Any]):
+    from washexp.wash.washers import make_washer
+
+    return make_washer(spec)
+
+
+def _gauge_for(arm: str, configured: dict[str, Any]):
+    return gauge.load_gauge("off") if arm == "off" else gauge.load_gauge(configured)
+
+
+def run_job(cfg, job, sweep) -> dict[str, float]:
+    w = cfg.wash
+    m = w.measurement
+    if m.name not in MEASUREMENTS:
+        raise ConfigError(f"measurement={m.name!r}: expected one of {', '.join(MEASUREMENTS)}")
+    for arm in m.arms:
+        if arm not in ("configured", "off"):
+            raise ConfigError(f"wash.measurement.arms: {arm!r} is neither 'configured' nor 'off'")
+    the_gauge = gauge.load_gauge(dict(w.gauge))  # checked before any run starts
+    _washer(dict(w.washer))
+    make_operator(w.operator, ())
+    gauge_name = w.gauge.get("name", "?")
+    washer_name = w.washer.get("name", "?")
+    family = {
+        "measurement": asdict(m),
+        "washer": dict(w.washer),
+        "gauge": dict(w.gauge),
+        "operator": w.operator,
+        "gates": w.gates,
+    }
+    ident = identity(cfg, family, code_digest(*CODE))
+    source = package_source()
+    tags = {
+        "measurement": m.name,
+        "washer": washer_name,
+        "gauge": gauge_name,
+        "operator": w.operator,
+        "gates": str(w.gates).lower(),
+        "model": cfg.model.name,
+        "tier": cfg.model.tier,
+        "platform": cfg.model.platform,
+        "sweep": job.sweep,
+        "washexp.overrides": job.overrides,
+        "washexp.source": tree_digest(source),
+        "mlflow.source.git.commit": git_commit(sweep.root) or "unknown",
+    }
+    params = {**{k: v for k, v in tags.items() if not k.startswith(("washexp.", "mlflow.", "sweep"))}, **asdict(m)}
+    label = f"{m.name} · {washer_name} · gauge {gauge_name}"
+    config_yaml = public_config(cfg)
+
+    if m.name == "sawtooth":
+        feed_dir = sweep.root / "fixtures" / "wash-feed" / w.feed
+        feed = load_feed(feed_dir)
+        if m.sessions > len(feed.sessions):
+            raise ConfigError(f"sessions={m.sessions}: feed {w.feed!r} has {len(feed.sessions)} sessions")
+        feed_files = files_digest(feed_dir, ("**/*",))
+        units = {"A": True, "B": False}
+        children = [
+            Work(
+                f"{label} · arm {a}",
+                {**ident, "feed": w.feed, "feed_sha256": tree_digest(feed_files), "arm": a},
+                {**params, "feed": w.feed, "arm": a},
+                {**tags, "washexp.kind": "wash-arm", "arm": a, "feed": w.feed},
+                key=a,
+            )
+            for a in units
+        ]
+        parent_identity = {**ident, "feed_sha256": tree_digest(feed_files)}
+        manifest = {"feed": feed_files, "source": source}
+
+        def compute(work: Work) -> Result:
+            with tempfile.TemporaryDirectory(prefix="washexp-sawtooth-") as tmp:
+                muscle = tuple((n["id"], n["needle"]) for n in _feed_muscle(feed, m.sessions))
+                operator = make_operator(w.operator, muscle)
+                washer = _washer(dict(w.washer))
+
+                def wash(store: Path):
+                    return pipeline.wash(store, washer, the_gauge, operator, tier="full", gates=w.gates)
+
+                arm = sawtooth.run_arm(feed, m.sessions, Path(tmp), the_gauge, wash, units[work.key])
+            return summary.sawtooth_arm(arm, config_yaml, manifest)
+
+        summarize = summary.sawtooth_totals(config_yaml, manifest)
+    else:
+        stores = {s.name: s for s in load_stores(sweep.root / cfg.benchmark.fixtures, w.store)}
+        children = [
+            Work(
+                f"{label} · {s.name} · {arm}",
+                {**ident, "store": s.name, "store_sha256": s.digest, "arm": arm},
+                {**params, "store": s.name, "arm": arm},
+                {**tags, "washexp.kind": "wash-store", "store": s.name, "arm": arm},
+                key=f"{s.name}|{arm}",
+            )
+            for s in stores.values()
+            for arm in m.arms
+        ]
+        parent_identity = {**ident, "stores": {s.name: s.digest for s in stores.values()}}
+        manifest = {"source": source}
+
+        def compute(work: Work) -> Result:
+            name, _, arm = work.key.partition("|")
+            store: Store = stores[name]
+            expected = json.loads((store.path / "expected.json").read_text(encoding="utf-8"))
+            operator = make_operator(w.operator, tuple((n.id, n.needle) for n in store.expected.muscle))
+            washer, arm_gauge = _washer(dict(w.washer)), _gauge_for(arm, dict(w.gauge))
+
+            def wash(d: Path):
+                return pipeline.wash(d, washer, arm_gauge, operator, tier="full", gates=w.gates)
+
+            with tempfile.TemporaryDirectory(prefix="washexp-wash-") as tmp:
+                scratch = rounds.scratch_copy(store.path, Path(tmp) / name, store.files)
+                rds = rounds.loop(scratch, store.files, expected, name, wash, m.rounds, m.dry_stop, cfg.model.name)
+            files = files_digest(store.path, ("*",))
+            return summary.store_rounds(rds, expected, config_yaml, {"fixture": files, "source": source})
+
+        summarize = summary.measurement(m.name, config_yaml, manifest)
+
+    parent = Work(f"{label} · {m.name}", parent_identity, params, {**tags, "washexp.kind": "measurement"})
+    outcome = run_group(_tracker(cfg, sweep), parent, children, compute, summarize, rerun=cfg.rerun)
+    if outcome.reused:
+        log.info("%s: finished already; rerun=true runs it again", label)
+    else:
+        n = outcome.counts
+        log.info(
+            "%s: %d run, %d reused, %d failed · %s",
+            label,
+            n["run"],
+            n["reused"],
+            n["failed"],
+            summary.headline(m.name, outcome.metrics),
+        )
+    return outcome.metrics
+
+
+def _feed_muscle(feed, sessions: int) -> list[dict]:
+    from washexp.wash.feed import expected_after
+
+    return expected_after(feed, sessions)["muscle"]
+
+
+def _tracker(cfg, sweep):
+    from washexp.tracking import open_tracker
+
+    t = cfg.tracking
+    name = t.experiment or cfg.benchmark.name
+    return sweep.shared(
+        ("tracker", t.enabled, t.uri, t.artifacts, name),
+        lambda: open_tracker(t.enabled, t.uri, t.artifacts, name, sweep.root),
+    )

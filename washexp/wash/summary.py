@@ -1,0 +1,181 @@
+"""From rounds and sessions to what a run logs: metrics, step series and artifacts.
+
+Per store (ceiling, infinity): the first bad round (any muscle lost, or a no-fat store changed),
+fact-loss % per round and cumulative, split by phase, and whether every post-exhaustion round was
+a 100% no-op (nothing applied). Per measurement: ceiling = min over stores of (first bad round -
+1); a store with no bad round within its rounds gives only a lower bound (``ceiling_lower_bound``).
+Per sawtooth arm: always-loaded tokens per session and their total, A's run costs;
+delta % = (B - (A + A's costs)) / B.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from washexp.runner import Result
+from washexp.wash.rounds import Round, artifacts
+from washexp.wash.sawtooth import Arm, arm_artifacts
+
+
+def _pct(n: float, d: float) -> float | None:
+    return 100.0 * n / d if d else None
+
+
+def store_rounds(rds: list[Round], expected: dict[str, Any], config_yaml: str, manifest: dict) -> Result:
+    muscle_total = len(expected.get("muscle", []))
+    no_op_store = bool(expected.get("expectNoOp"))
+    scored = [r for r in rds if r.score is not None]
+    first_bad, lost = 0, 0
+    lost_by_phase = {"has-fat": 0, "fat-exhausted": 0}
+    series: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "round_muscle_kept",
+            "round_fact_loss_pct",
+            "round_fact_loss_cum_pct",
+            "round_fat_removed_pct",
+            "round_no_op",
+            "round_applied",
+            "round_tokens_total",
+            "round_tokens_always_loaded",
+        )
+    }
+    exhausted, post_noop = [], []
+    for r in scored:
+        now = len(r.lost_now)
+        lost += now
+        lost_by_phase[r.phase] += now
+        changed = bool(r.score["noOp"]["changed"])
+        if not first_bad and (lost or (no_op_store and changed)):
+            first_bad = r.round
+        applied = r.receipt["applied"] if r.receipt else 0
+        if r.phase == "fat-exhausted":
+            exhausted.append(r.round)
+            post_noop.append(applied == 0)
+        series["round_muscle_kept"].append(r.score["muscle"]["kept"])
+        series["round_fact_loss_pct"].append(_pct(now, muscle_total) or 0.0)
+        series["round_fact_loss_cum_pct"].append(_pct(lost, muscle_total) or 0.0)
+        fat = r.score["fat"]
+        series["round_fat_removed_pct"].append(_pct(fat["removed"], fat["total"]) or 0.0)
+        series["round_no_op"].append(float(not changed))
+        series["round_applied"].append(float(applied))
+        series["round_tokens_total"].append(float(r.tokens_total))
+        series["round_tokens_always_loaded"].append(float(r.tokens_always_loaded))
+    last = scored[-1].score if scored else None
+    metrics = {
+        "rounds": float(len(rds)),
+        "failed_rounds": float(sum(r.failed is not None for r in rds)),
+        "first_bad_round": float(first_bad),
+        "store_ceiling": float((first_bad - 1) if first_bad else len(scored)),
+        "store_ceiling_lower_bound": float(not first_bad),
+        "muscle_total": float(muscle_total),
+        "muscle_lost": float(lost),
+        "fact_loss_pct": _pct(lost, muscle_total),
+        "fact_loss_has_fat_pct": _pct(lost_by_phase["has-fat"], muscle_total),
+        "fact_loss_fat_exhausted_pct": _pct(lost_by_phase["fat-exhausted"], muscle_total),
+        "fat_total": float(len(expected.get("fat", []))),
+        "fat_removed_pct": _pct(last["fat"]["removed"], last["fat"]["total"]) if last else None,
+        "phase_boundary_round": float(exhausted[0]) if exhausted else 0.0,
+        "post_exhaustion_rounds": float(len(post_noop)),
+        "post_exhaustion_noop": float(all(post_noop)) if post_noop else None,
+        "refused_muscle_deletes": float(
+            sum(
+                "holds muscle" in f.get("why", "")
+                for r in scored
+                for s in (r.receipt or {}).get("steps", [])
+                for f in s["refused"]
+            )
+        ),
+        "cost_tokens": float(sum((r.receipt or {}).get("cost_tokens", 0) for r in scored)),
+    }
+    files = artifacts(rds)
+    files["config.yaml"] = config_yaml
+    return Result({k: v for k, v in metrics.items() if v is not None}, files, manifest=manifest, series=series)
+
+
+def measurement(name: str, config_yaml: str, manifest: dict) -> Callable[[dict], Result]:
+    def summarize(per_child: dict[str, dict[str, float] | None]) -> Result:
+        out: dict[str, float] = {"stores": float(len(per_child))}
+        done = {k: v for k, v in per_child.items() if v is not None}
+        out["failed"] = float(len(per_child) - len(done))
+        arms = sorted({k.partition("|")[2] for k in per_child})
+        for arm in arms:
+            rows = [v for k, v in done.items() if k.endswith("|" + arm)]
+            if not rows:
+                continue
+            prefix = f"{arm}/"
+            ceiling = min(rows, key=lambda v: v["store_ceiling"])
+            out[prefix + "ceiling"] = ceiling["store_ceiling"]
+            out[prefix + "ceiling_lower_bound"] = ceiling["store_ceiling_lower_bound"]
+            out[prefix + "muscle_lost"] = sum(v["muscle_lost"] for v in rows)
+            out[prefix + "muscle_total"] = sum(v["muscle_total"] for v in rows)
+            for key in ("fact_loss_pct", "fact_loss_has_fat_pct", "fact_loss_fat_exhausted_pct", "fat_removed_pct"):
+                values = [v[key] for v in rows if key in v]
+                if values:
+                    out[prefix + key] = sum(values) / len(values)
+            noop = [v["post_exhaustion_noop"] for v in rows if "post_exhaustion_noop" in v]
+            if noop:
+                out[prefix + "post_exhaustion_noop_stores"] = float(sum(noop))
+                out[prefix + "post_exhaustion_stores"] = float(len(noop))
+        return Result(out, {"config.yaml": config_yaml}, manifest=manifest)
+
+    return summarize
+
+
+def sawtooth_arm(arm: Arm, config_yaml: str, manifest: dict) -> Result:
+    score = arm.final_score or {}
+    muscle = score.get("muscle", {})
+    metrics = {
+        "sessions": float(len(arm.sessions)),
+        "always_loaded_total": float(arm.total),
+        "run_cost_tokens": float(arm.cost),
+        "total_with_costs": float(arm.total + arm.cost),
+        "washes": float(sum(s.fired and s.failed is None for s in arm.sessions if arm.name == "A")),
+        "gauge_fired": float(sum(s.fired for s in arm.sessions)),
+        "failed_washes": float(sum(s.failed is not None for s in arm.sessions)),
+        "muscle_total": float(muscle.get("total", 0)),
+        "muscle_kept": float(muscle.get("kept", 0)),
+    }
+    series = {
+        "session_always_loaded": [float(s.always_loaded) for s in arm.sessions],
+        "session_fired": [float(s.fired) for s in arm.sessions],
+        "session_applied": [float(s.applied) for s in arm.sessions],
+    }
+    files = {**arm_artifacts(arm), "config.yaml": config_yaml}
+    return Result(metrics, files, manifest=manifest, series=series)
+
+
+def sawtooth_totals(config_yaml: str, manifest: dict) -> Callable[[dict], Result]:
+    def summarize(per_arm: dict[str, dict[str, float] | None]) -> Result:
+        a, b = per_arm.get("A"), per_arm.get("B")
+        out: dict[str, float] = {}
+        if a and b:
+            out = {
+                "A/total": a["always_loaded_total"],
+                "A/run_costs": a["run_cost_tokens"],
+                "A/total_with_costs": a["total_with_costs"],
+                "A/washes": a["washes"],
+                "A/muscle_kept": a["muscle_kept"],
+                "A/muscle_total": a["muscle_total"],
+                "B/total": b["always_loaded_total"],
+                "delta_pct": 100.0 * (b["always_loaded_total"] - a["total_with_costs"]) / b["always_loaded_total"],
+            }
+        return Result(out, {"config.yaml": config_yaml}, manifest=manifest)
+
+    return summarize
+
+
+def headline(name: str, metrics: dict[str, float]) -> str:
+    if name == "sawtooth":
+        d = metrics.get("delta_pct")
+        return "delta n/a" if d is None else f"delta {d:.1f}% over B (A's run costs included)"
+    parts = []
+    for arm in ("configured", "off"):
+        if f"{arm}/ceiling" in metrics:
+            bound = "≥" if metrics.get(f"{arm}/ceiling_lower_bound") else ""
+            parts.append(
+                f"gauge {arm}: ceiling {bound}{metrics[f'{arm}/ceiling']:.0f}, "
+                f"muscle lost {metrics[f'{arm}/muscle_lost']:.0f}/{metrics[f'{arm}/muscle_total']:.0f}"
+            )
+    return "; ".join(parts) or "no store finished"
