@@ -328,3 +328,15 @@ def test_cli_exit_1_when_the_state_cannot_be_written(tmp_path):
     r = _caliper(str(store), "--state", str(tmp_path / "no-dir" / "state.json"), cwd=tmp_path)
     assert r.returncode == 1
     assert r.stdout == "" and r.stderr.count("\n") == 1 and "cannot write the gauge state" in r.stderr
+
+
+def test_every_committed_store_is_measured_and_the_near_wall_store_reports_the_wall():
+    root = Path(__file__).resolve().parent.parent
+    for store in sorted((root / "fixtures" / "wash").iterdir()):
+        if not store.is_dir():
+            continue
+        r = subprocess.run(
+            [sys.executable, "-m", "washexp.cli", "caliper", str(store)], capture_output=True, text=True, cwd=root
+        )
+        assert r.returncode == 0 and r.stdout.startswith("[washexp] "), (store.name, r.stderr)
+        assert ("wall:" in r.stdout) == (store.name == "near-wall"), r.stdout

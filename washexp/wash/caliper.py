@@ -240,10 +240,11 @@ def measure(store: str | Path, read_budget_bytes: int = READ_BUDGET_BYTES) -> Me
 
 
 def summary_line(m: Measurement, verdict: Verdict) -> str:
-    """The one-line report."""
+    """The one-line report; at the wall it names the wall (``absolute-cap`` or ``externalize``)."""
+    wall = f" · wall: {verdict.reason}" if verdict.reason in ("absolute-cap", "externalize") else ""
     return (
         f"[washexp] {verdict.band} — always-loaded ~{m.footprint_tokens} tok/session (~est)"
-        f" · fat ~{m.mech_fat_tokens} tok"
+        f" · fat ~{m.mech_fat_tokens} tok{wall}"
     )
 
 
