@@ -9,7 +9,8 @@ pinned refusal, external-writer abort, snapshot + WAL, atomic writes, deletes la
 
 The quick and the full tier each pass the gates and the apply on their own, so a blocked full
 tier keeps the quick tier's mechanical clean-up. A blocked plan writes nothing and the receipt
-names the values it would have dropped. ``gates=False`` is for control arms only (the
+names the values it would have dropped; as CoalWash's agent revises a blocked plan, the items whose
+own edit drops a value are then taken out (named in ``blocked``) and the rest is gated again. ``gates=False`` is for control arms only (the
 plain-compress control): no fidelity gate, no keeps, no LEAN stop; the human gate still shows
 whole-file deletes and the apply still holds.
 """
@@ -41,7 +42,7 @@ class Step:
     refused: list[dict] = field(default_factory=list)
     """Deletes the operator refused (item, why)."""
     blocked: list[dict] = field(default_factory=list)
-    """The values the fidelity gate saw dropped (the plan was not applied)."""
+    """Items the fidelity gate blocked, each with the values it would have dropped."""
     applied: list[dict] = field(default_factory=list)
     approved_drops: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -103,10 +104,22 @@ def _judged(plan: Plan, files: dict[str, str], operator: Operator, gates: bool, 
     if not kept or not gates:
         return plan
     result = gate.check_store(files, apply_to_texts(files, plan), approved)
-    if not result.passed:
-        step.blocked = [d.to_dict() for d in [*result.drops, *result.hazards]]
+    if result.passed:
+        return plan
+    # Blocked. As CoalWash's agent revises a blocked plan, the items whose own edit drops a value
+    # are taken out and named; the rest is gated again, and blocked whole if it still drops one.
+    clean, step.blocked = [], []
+    for item in plan.items:
+        alone = gate.check_store(files, apply_to_texts(files, Plan((item,), plan.approved_drops)), approved)
+        if alone.passed:
+            clean.append(item)
+        else:
+            step.blocked.append({**item.to_dict(), "drops": [d.key for d in [*alone.drops, *alone.hazards]]})
+    revised = Plan(tuple(clean), plan.approved_drops, plan.washer)
+    if clean and not gate.check_store(files, apply_to_texts(files, revised), approved).passed:
+        step.blocked += [{**it.to_dict(), "drops": ["(blocked with the rest)"]} for it in clean]
         return None
-    return plan
+    return revised
 
 
 def _run_tier(store: Path, plan: Plan, operator: Operator, gates: bool, step: Step, receipt: Receipt) -> None:
