@@ -1,0 +1,290 @@
+"""Load and validate wash stores (format: ``fixtures/wash/README.md``).
+
+A store is a folder: a ``MEMORY.md`` index, topic ``*.md`` files, and ``expected.json``, the
+ground truth in CoalWash's schema. A store is validated whole before anything runs; the first
+problem found is raised as a :class:`~washexp.errors.FixtureError` naming the file and the field.
+The content rules use the scorer's own matching rule (``norm(needle) in norm(joined(files))``),
+so a store that loads is a store the scorer can score.
+
+Only the scorer, this loader and the benchmark operator read ``expected.json``; a washer never does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from washexp.errors import ConfigError, FixtureError
+from washexp.hashing import sha256_bytes, tree_digest
+from washexp.needles import norm
+from washexp.registry import unknown_name
+from washexp.wash.files import joined, md_names, read_md
+
+FAT_CLASSES = ("duplicate", "near-dup", "over-verbose", "superseded", "done-point-in-time", "retired-key", "hedging")
+"""The fat classes of CoalWash's fixtures; any other class is a typo."""
+
+INDEX = "MEMORY.md"
+EXPECTED = "expected.json"
+_TOP_KEYS = ("fixture", "description", "expectNoOp", "muscle", "fat")
+_ENTRY_KEYS = {"muscle": ("id", "needle", "note"), "fat": ("id", "needle", "class", "note")}
+ID_FORM = {"muscle": re.compile(r"m\d{2,}"), "fat": re.compile(r"f\d{2,}")}
+_JS_WS_RUN = re.compile("[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+")
+
+
+@dataclass(frozen=True)
+class Needle:
+    """One planted needle: muscle (``cls`` is None) must survive a wash, fat must go."""
+
+    id: str
+    needle: str
+    note: str
+    cls: str | None = None
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A store's ground truth, as ``expected.json`` states it."""
+
+    fixture: str
+    description: str
+    expect_no_op: bool
+    muscle: tuple[Needle, ...]
+    fat: tuple[Needle, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The CoalWash schema, keys in its order (what ``expected.json`` holds)."""
+
+        def entry(n: Needle) -> dict[str, str]:
+            out = {"id": n.id, "needle": n.needle}
+            if n.cls is not None:
+                out["class"] = n.cls
+            out["note"] = n.note
+            return out
+
+        return {
+            "fixture": self.fixture,
+            "description": self.description,
+            "expectNoOp": self.expect_no_op,
+            "muscle": [entry(n) for n in self.muscle],
+            "fat": [entry(n) for n in self.fat],
+        }
+
+
+@dataclass(frozen=True)
+class Store:
+    name: str
+    path: Path
+    files: dict[str, str]
+    """name -> text of the top-level ``*.md`` files, in the scorer's order (what a washer washes)."""
+    expected: Expected
+    digest: str
+    """Tree digest of every file in the folder, ``expected.json`` and subfolders included."""
+
+
+def dump_expected(expected: Expected) -> str:
+    """The canonical text of an ``expected.json``: two-space indent, UTF-8 kept, final newline."""
+    return json.dumps(expected.to_json(), indent=2, ensure_ascii=False) + "\n"
+
+
+def _kind(value: Any) -> str:
+    names = {bool: "a boolean", str: "a string", list: "a list", dict: "an object", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _need(value: Any, typ: type, path: Path, field: str) -> Any:
+    if not isinstance(value, typ):
+        raise FixtureError(path, field, f"expected {_kind(typ())}, got {_kind(value)}")
+    return value
+
+
+def _keys(obj: dict, allowed: tuple[str, ...], path: Path, prefix: str) -> None:
+    for key in allowed:
+        if key not in obj:
+            raise FixtureError(path, f"{prefix}{key}", "missing")
+    for key in obj:
+        if key not in allowed:
+            raise FixtureError(path, f"{prefix}{key}", f"unknown key (allowed: {', '.join(allowed)})")
+
+
+def parse_expected(data: Any, path: Path) -> Expected:
+    """Check ``data`` (parsed JSON) against the CoalWash schema and return it typed.
+
+    Rules: exactly the schema's keys and types; ids ``m01``.. / ``f01``.., each used once;
+    needles hold a non-whitespace character; fat classes from :data:`FAT_CLASSES`; a store
+    that expects a no-op plants no fat.
+    """
+    _need(data, dict, path, None)
+    _keys(data, _TOP_KEYS, path, "")
+    fixture = _need(data["fixture"], str, path, "fixture")
+    if not fixture.strip():
+        raise FixtureError(path, "fixture", "is empty")
+    description = _need(data["description"], str, path, "description")
+    no_op = _need(data["expectNoOp"], bool, path, "expectNoOp")
+    seen: dict[str, str] = {}
+    parsed: dict[str, tuple[Needle, ...]] = {}
+    for kind in ("muscle", "fat"):
+        entries = []
+        for i, entry in enumerate(_need(data[kind], list, path, kind)):
+            at = f"{kind}[{i}]"
+            _need(entry, dict, path, at)
+            _keys(entry, _ENTRY_KEYS[kind], path, f"{at}.")
+            for key in _ENTRY_KEYS[kind]:
+                _need(entry[key], str, path, f"{at}.{key}")
+            nid, needle = entry["id"], entry["needle"]
+            if not ID_FORM[kind].fullmatch(nid):
+                raise FixtureError(path, f"{at}.id", f"{nid!r} is not of the form {kind[0]}01, {kind[0]}02, ...")
+            if nid in seen:
+                raise FixtureError(path, f"{at}.id", f"{nid!r} is used twice (first by {seen[nid]})")
+            seen[nid] = at
+            if not norm(needle).strip(" "):
+                raise FixtureError(path, f"{at}.needle", "is empty (a needle needs a non-whitespace character)")
+            cls = entry.get("class")
+            if cls is not None and cls not in FAT_CLASSES:
+                raise FixtureError(path, f"{at}.class", unknown_name("fat class", cls, list(FAT_CLASSES)))
+            entries.append(Needle(nid, needle, entry["note"], cls))
+        parsed[kind] = tuple(entries)
+    if no_op and parsed["fat"]:
+        raise FixtureError(path, "fat", f"expectNoOp is true, so the store plants no fat (found {len(parsed['fat'])})")
+    return Expected(fixture, description, no_op, parsed["muscle"], parsed["fat"])
+
+
+def _line_spans(text: str) -> tuple[str, list[int]]:
+    """``norm(text)`` and, for each of its characters, the 1-based line of the source character
+    it came from (a collapsed whitespace run maps to the line where the run starts)."""
+    out: list[str] = []
+    lines: list[int] = []
+    line, pos = 1, 0
+    for m in _JS_WS_RUN.finditer(text):
+        for ch in text[pos : m.start()]:
+            out.append(ch)
+            lines.append(line)
+        out.append(" ")
+        lines.append(line)  # text[pos:m.start()] holds no whitespace, so the run starts on `line`
+        line += text.count("\n", m.start(), m.end())
+        pos = m.end()
+    for ch in text[pos:]:
+        out.append(ch)
+        lines.append(line)
+    return "".join(out), lines
+
+
+def _lines_touched(normed: str, lines: list[int], needle: str) -> set[int]:
+    """Every source line that some occurrence of the normalized ``needle`` spans."""
+    touched: set[int] = set()
+    start = normed.find(needle)
+    while start >= 0:
+        touched.update(range(lines[start], lines[start + len(needle) - 1] + 1))
+        start = normed.find(needle, start + 1)
+    return touched
+
+
+def check_contents(files: dict[str, str], expected: Expected, folder: Path) -> None:
+    """The content rules, on ``files`` (name -> text, the scorer's order) under ``folder``.
+
+    ``MEMORY.md`` exists; every needle is in the store under the scorer's matching rule; no
+    needle is a substring of another (after ``norm``: the scorer could not tell them apart);
+    no line holds both a fat needle and a muscle needle (cutting the fat would cut the muscle).
+    """
+    if INDEX not in files:
+        raise FixtureError(folder / INDEX, None, "missing: every store has a MEMORY.md index")
+    where = folder / EXPECTED
+    haystack = norm(joined(files))
+    labelled = [("muscle", i, n) for i, n in enumerate(expected.muscle)]
+    labelled += [("fat", i, n) for i, n in enumerate(expected.fat)]
+    for kind, i, n in labelled:
+        if norm(n.needle) not in haystack:
+            raise FixtureError(
+                where, f"{kind}[{i}].needle", f"{n.needle!r} is not in the store's .md files (whitespace-normalized)"
+            )
+    for kind, i, n in labelled:
+        for _, _, other in labelled:
+            if other is not n and norm(n.needle) in norm(other.needle):
+                raise FixtureError(
+                    where, f"{kind}[{i}].needle", f"{n.needle!r} is a substring of {other.id}'s needle {other.needle!r}"
+                )
+    for name, text in files.items():
+        normed, lines = _line_spans(text)
+        muscle_at = {n.id: _lines_touched(normed, lines, norm(n.needle)) for n in expected.muscle}
+        for f in expected.fat:
+            for line in sorted(_lines_touched(normed, lines, norm(f.needle))):
+                hit = next((mid for mid, at in muscle_at.items() if line in at), None)
+                if hit is not None:
+                    raise FixtureError(
+                        folder / name,
+                        f"line {line}",
+                        f"holds fat needle {f.id} and muscle needle {hit} (cut one, lose both)",
+                    )
+
+
+def _read_files(folder: Path) -> dict[str, str]:
+    try:
+        return read_md(folder)
+    except UnicodeDecodeError:
+        for name in md_names(folder):
+            try:
+                (folder / name).read_bytes().decode("utf-8")
+            except UnicodeDecodeError as err:
+                bad = err.object[err.start]
+                raise FixtureError(folder / name, None, f"not UTF-8 (byte 0x{bad:02x} at offset {err.start})") from None
+        raise
+
+
+def _digest(folder: Path) -> str:
+    entries = {
+        p.relative_to(folder).as_posix(): sha256_bytes(p.read_bytes()) for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+    return tree_digest(entries)
+
+
+def load_expected(path: Path) -> Expected:
+    """Read and check one ``expected.json``."""
+    if not path.is_file():
+        raise FixtureError(path, None, "missing: every store states its ground truth here")
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise FixtureError(path, None, f"not UTF-8 (offset {err.start})") from None
+    except json.JSONDecodeError as err:
+        raise FixtureError(path, None, f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
+    return parse_expected(data, path)
+
+
+def load_store(folder: str | Path) -> Store:
+    """Load one store folder, validated whole (see :func:`parse_expected`, :func:`check_contents`)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FixtureError(folder, None, "not a folder")
+    expected = load_expected(folder / EXPECTED)
+    files = _read_files(folder)
+    check_contents(files, expected, folder)
+    return Store(folder.name, folder, files, expected, _digest(folder))
+
+
+def store_names(root: str | Path) -> list[str]:
+    """The stores under ``root``: its subfolders, except hidden or ``_``-prefixed ones."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError(f"{root}: no such stores folder")
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+
+
+def load_stores(root: str | Path, selection: str | list[str] = "all") -> list[Store]:
+    """Load the selected stores under ``root`` (``"all"``, one name, or a list of names), every
+    one validated before any is returned. A name is a bare folder name: ``/``, ``\\`` and ``..``
+    are refused, an unknown name is answered with "did you mean"."""
+    root = Path(root)
+    known = store_names(root)
+    names = known if selection == "all" else [selection] if isinstance(selection, str) else list(selection)
+    if not names:
+        raise ConfigError(f"{root}: no store selected")
+    for name in names:
+        if not isinstance(name, str) or not name or "/" in name or "\\" in name or ".." in name:
+            raise ConfigError(f"store name {name!r}: a bare folder name under {root}, without '/' or '..'")
+        if name not in known:
+            raise ConfigError(f"{root}: {unknown_name('store', name, known)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"store selection {names}: a store is named twice")
+    return [load_store(root / name) for name in names]
