@@ -1,0 +1,348 @@
+"""The fidelity gate's inventory: every structured value a memory text states, per class.
+
+A port of the extraction half of CoalWash's ``fidelity-gate.mjs`` (v1.1.0). Classes and keys:
+
+    wikilinks    ``[[target|label]]`` keyed by target (a label edit is not a drop)
+    dates        ISO ``2026-05-14`` and ``14-May-2026``, both keyed as ISO (a reformat is not a drop)
+    versions     ``v2.31.0``, ``1.2.3.4-rc.1`` (whole dotted run), and ``v1.2`` (short form needs the ``v``)
+    links        markdown destinations ``](url``, autolinks ``<https://..>``, bare URLs
+    frontmatter  top-level keys of a leading ``---`` block (names only; values are the semantic layer's)
+    codespans    ```code``` spans, verbatim
+    quotes       text inside curly or straight double quotes (a restyle is not a drop)
+    numbers      comma-grouped (keyed comma-less), ``150k``, ``43%``, ``4/5``, decimals, integers of 2+
+                 digits; a leading sign counts; digits already inside a date, version or link are masked
+    fencedLines  content lines of ``````/``~~~`` fences, whitespace-collapsed
+
+Two layers, as in the real gate: a *set* layer read from the full text (has the value vanished?)
+and a *multiset* layer for the seven single-line classes, counting occurrences over the text's
+**distinct lines** (has the value collapsed onto fewer lines?). Counting per distinct line makes
+cutting an exact-duplicate line free by construction.
+
+JavaScript semantics are kept where Python differs: ``\\d``, ``\\w`` and ``\\b`` are ASCII
+(``re.ASCII``), while JavaScript's ``\\s``, ``trim`` and ``.`` keep their Unicode sets, spelled
+out below. Evidence windows and the frontmatter head scan count UTF-16 code units, as JS does.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left, bisect_right
+from collections import Counter
+from dataclasses import dataclass, field
+
+A = re.ASCII
+
+# JavaScript's \s (WhiteSpace + LineTerminator); U+FEFF is in it, U+001C..U+001F are not.
+WS = r"\t\n\x0b\x0c\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+WS_CHARS = (
+    "\t\n\x0b\x0c\r \xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+_WS_RUN = re.compile(f"[{WS}]+")
+_NOT_WS = re.compile(f"[^{WS}]")
+_LINE_BREAK = re.compile(r"\r?\n")  # the real gate splits lines on \r?\n only (a lone CR stays inside a line)
+
+CLASSES = ("wikilinks", "dates", "versions", "links", "frontmatter", "codespans", "quotes", "numbers", "fencedLines")
+"""Inventory classes, in the order the real gate reports their drops (numbers last among values)."""
+COUNTED = ("wikilinks", "dates", "versions", "links", "codespans", "quotes", "numbers")
+"""The single-line classes the multiset layer counts; frontmatter and fences are block parsers (sets only)."""
+
+WIKILINK = re.compile(r"\[\[([^\[\]]+)\]\]", A)
+ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b", A)
+DMY_DATE = re.compile(r"\b\d{1,2}-(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)-\d{4}\b", A)
+VERSION = re.compile(r"\bv?\d+\.\d+(?:\.\d+)+(?:-[0-9A-Za-z][0-9A-Za-z.-]*)?\b", A)
+V_SHORT_VERSION = re.compile(r"\bv\d+\.\d+(?:\.\d+)*(?:-[0-9A-Za-z][0-9A-Za-z.-]*)?\b", A)
+MDLINK_DEST = re.compile(f"\\]\\([{WS}]*<?([^{WS})>]+)", A)
+AUTOLINK = re.compile(f"<((?:https?|ftp|mailto):[^>{WS}]+)>", A)
+BARE_URL = re.compile(f"(?:https?|ftp)://[^{WS}<>()\\[\\]]+", A)
+CODESPAN = re.compile(r"`([^`\n]+)`", A)
+CURLY_QUOTE = re.compile("\u201c([^\u201d\\n]+)\u201d", A)
+STRAIGHT_QUOTE = re.compile(r'"([^"\n]+)"', A)
+FENCE_LINE = re.compile(r" {0,3}(`{3,}|~{3,})([^\n\r\u2028\u2029]*)", A)  # fullmatch; JS `.` excludes CR, LS, PS
+
+# A sign is part of a number only when not glued to a word, digit or dot ("3-sub", "15-20" stay separators).
+_SIGN = r"(?:(?<![\w.])[-+])?"
+COMMA_NUM = re.compile(_SIGN + r"\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b%?", A)
+MAGNITUDE = re.compile(_SIGN + r"\b\d+(?:\.\d+)?[kK]\b", A)
+PERCENT = re.compile(_SIGN + r"\b\d+(?:\.\d+)?%", A)
+RATIO = re.compile(_SIGN + r"\b\d+/\d+\b", A)
+DECIMAL = re.compile(_SIGN + r"\b\d+\.\d+\b", A)
+INTEGER = re.compile(_SIGN + r"\b\d{2,}\b", A)
+
+_MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+MONTHS = {m: f"{i:02d}" for i, m in enumerate(_MONTH_NAMES, 1)}
+_DMY_PARTS = re.compile(r"(\d{1,2})-(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)-(\d{4})", A)
+
+
+def js_trim(s: str) -> str:
+    """``String.prototype.trim``: strips JavaScript whitespace, not Python's (U+001C..U+001F stay)."""
+    return s.strip(WS_CHARS)
+
+
+def lines(text: str) -> list[str]:
+    """The real gate's line split: on ``\\n`` or ``\\r\\n`` only."""
+    return _LINE_BREAK.split(text)
+
+
+def canon_date(d: str) -> str:
+    """``14-May-2026`` -> ``2026-05-14``; an ISO date is already canonical."""
+    m = _DMY_PARTS.fullmatch(d)
+    return f"{m[3]}-{MONTHS[m[2]]}-{m[1].zfill(2)}" if m else d
+
+
+def _all(text: str, rx: re.Pattern, group: int = 0) -> list[str]:
+    """Every match, in order (none of the gate's patterns can match empty)."""
+    return [m[group] for m in rx.finditer(text)]
+
+
+def _mask(text: str, *patterns: re.Pattern) -> str:
+    """Blank out each pattern's matches with spaces, in turn, so a claimed span is not scanned again."""
+    for rx in patterns:
+        text = rx.sub(lambda m: " " * len(m[0]), text)
+    return text
+
+
+def numbers(text: str) -> list[str]:
+    """Every numeric token, most specific form first, each form's spans masked before the next."""
+    work = _mask(text, ISO_DATE, DMY_DATE, VERSION, V_SHORT_VERSION, MDLINK_DEST, AUTOLINK, BARE_URL)
+    out = [v.replace(",", "") for v in _all(work, COMMA_NUM)]
+    work = _mask(work, COMMA_NUM)
+    for rx in (MAGNITUDE, PERCENT, RATIO, DECIMAL, INTEGER):
+        out += _all(work, rx)
+        work = _mask(work, rx)
+    return out
+
+
+def token_lists(text: str) -> dict[str, list[str]]:
+    """Every occurrence of each single-line class, in order.
+
+    Overlapping patterns are chained with masking (whole version run before ``v1.2``; markdown
+    destination before autolink before bare URL) so one physical token counts once.
+    """
+    versions = _all(text, VERSION) + _all(_mask(text, VERSION), V_SHORT_VERSION)
+    links = _all(text, MDLINK_DEST, 1)
+    masked = _mask(text, MDLINK_DEST)
+    links += _all(masked, AUTOLINK, 1)
+    links += _all(_mask(masked, AUTOLINK), BARE_URL)
+    return {
+        "wikilinks": [js_trim(v.split("|")[0]) for v in _all(text, WIKILINK, 1)],
+        "dates": [canon_date(v) for v in _all(text, ISO_DATE) + _all(text, DMY_DATE)],
+        "versions": versions,
+        "links": links,
+        "codespans": _all(text, CODESPAN, 1),
+        "quotes": _all(text, CURLY_QUOTE, 1) + _all(text, STRAIGHT_QUOTE, 1),
+        "numbers": numbers(text),
+    }
+
+
+def fenced_lines(text: str) -> list[str]:
+    """Distinct content lines of ``````/``~~~`` fences, whitespace-collapsed (a reindent is not a drop).
+
+    A fence closes on the same character, a run at least as long, and nothing but whitespace after;
+    a backtick opener whose info string holds a backtick is inline code, not a fence. Indented
+    (4-space) code blocks are not tracked: the real gate's own open gap.
+    """
+    out: dict[str, None] = {}
+    fence: tuple[str, int] | None = None
+    for line in lines(text):
+        m = FENCE_LINE.fullmatch(line)
+        if fence:
+            if m and m[1][0] == fence[0] and len(m[1]) >= fence[1] and js_trim(m[2]) == "":
+                fence = None
+                continue
+            collapsed = _WS_RUN.sub(" ", js_trim(line))
+            if collapsed:
+                out[collapsed] = None
+        elif m:
+            if m[1][0] == "`" and "`" in m[2]:
+                continue
+            fence = (m[1][0], len(m[1]))
+    return list(out)
+
+
+# --- frontmatter -------------------------------------------------------------------------------
+
+_FM_OPEN = re.compile(r"---([^\r\n]*)\r?\n")
+_FM_OPEN_CR = re.compile(r"---([^\r\n]*)\r")
+_FM_CLOSE = re.compile(r"\r?\n---[ \t]*(?:\r?\n|\Z)")
+_KEY_FIRST = re.compile(f"[^{WS}:#-]")
+_KEY_SEP = re.compile(f":(?=[{WS}]|\\Z)")
+_SEQ_ITEM = re.compile(r"-(?:[ \t][^\n]*)?")
+
+
+def _u16_prefix(s: str, units: int) -> str:
+    """``s.slice(0, units)`` in JavaScript: the prefix measured in UTF-16 code units."""
+    used = 0
+    for i, ch in enumerate(s):
+        used += 2 if ord(ch) > 0xFFFF else 1
+        if used > units:
+            return s[:i]
+    return s
+
+
+def read_frontmatter(text: str) -> tuple[str, str]:
+    """(state, block): ``none`` (no block), ``closed`` (block found), or ``unverifiable``.
+
+    One leading BOM is a legal signature and is skipped; a second one, a NUL or U+FFFD in the head
+    (an undecodable encoding), a fence line ending in a bare CR, a fence line followed by invisible
+    non-ASCII bytes, or a block that never closes are *unverifiable*: the census cannot be trusted.
+    """
+    s = text[1:] if text.startswith("\ufeff") else text
+    if s.startswith("\ufeff"):
+        return "unverifiable", ""
+    head = _u16_prefix(s, 64)
+    if "\0" in head or "\ufffd" in head:
+        return "unverifiable", ""
+    opened = _FM_OPEN.match(s)
+    cr = None if opened else _FM_OPEN_CR.match(s)
+    tail = opened[1] if opened else (cr[1] if cr else None)
+    if tail is not None and not re.fullmatch(r"[ \t]*", tail):
+        # 'none' must be earned by a visible ASCII glyph (prose like "--- a/file"); anything else refuses.
+        return ("none", "") if re.search(r"[\x21-\x7e]", tail) else ("unverifiable", "")
+    if cr:
+        return "unverifiable", ""
+    if not opened:
+        return "none", ""
+    start = len(opened[0]) - (2 if opened[0].endswith("\r\n") else 1)  # keep the newline the close anchors on
+    end = _FM_CLOSE.search(s, start)
+    if not end:
+        return "unverifiable", ""
+    return "closed", s[start : end.start()]
+
+
+def _key(body: str) -> tuple[str, bool] | None:
+    """(key, strict) of a ``key: value`` line; strict = the colon is followed by whitespace or the end."""
+    if not _KEY_FIRST.match(body):
+        return None
+    sep = _KEY_SEP.search(body)
+    if sep:
+        return body[: sep.start()].rstrip(WS_CHARS), True
+    at = body.find(":")
+    return (body[:at].rstrip(WS_CHARS), False) if at >= 0 else None
+
+
+def frontmatter_keys(text: str) -> tuple[list[str], bool]:
+    """(top-level keys, incomplete). Top level is the block's own root column (or column 0).
+
+    Only strict mapping keys count. Blank lines, comments, tab-indented lines, lines deeper than the
+    root and sequence items are skipped. ``incomplete`` is True when the block is unverifiable: an
+    empty key list then means "could not look", not "no keys".
+    """
+    state, block = read_frontmatter(text)
+    if state != "closed":
+        return [], state == "unverifiable"
+    keys: dict[str, None] = {}
+    root: int | None = None
+    for line in lines(block):
+        if not _NOT_WS.search(line) or re.match(r"[ ]*\t", line):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        body = line[indent:]
+        if body.startswith("#"):
+            continue
+        if root is None:
+            root = indent
+        if indent > root or _SEQ_ITEM.fullmatch(body):
+            continue
+        parsed = _key(body)
+        if parsed and parsed[1] and (indent == root or indent == 0):
+            keys[parsed[0]] = None
+    return list(keys), False
+
+
+# --- evidence anchors (class 10) ---------------------------------------------------------------
+
+CLAIM_MARKER = re.compile(r"\b(?:proven|verified|measured|confirmed)\b|\b100%", re.ASCII | re.IGNORECASE)
+ISSUE_REF = re.compile(r"#\d+\b", A)
+HEX_ID = re.compile(r"\b[0-9a-f]{7,40}\b", A)
+FILE_REF = re.compile(r"\b\w[\w.-]*\.(?:md|mjs|cjs|js|json|jsonc|ps1|txt|yml|yaml|log|py|ts|sh)\b", A)
+_FILE_RUN = re.compile(r"[\w.-]+", A)
+EVIDENCE_WINDOW = 200  # UTF-16 units either side of the marker, clamped to its line
+FILE_REF_RUN_CAP = 256  # bounds the file-name regex's backtracking on long runs without a valid extension
+
+
+def _is_hex_evidence(tok: str) -> bool:
+    """A hex id counts only if it mixes letters and digits (never a plain number or word)."""
+    return bool(re.search("[a-f]", tok)) and bool(re.search("[0-9]", tok))
+
+
+def evidence_anchors(text: str) -> dict[str, str]:
+    """token -> the proof marker it sits near (first marker wins): issue refs, hex ids, file names
+    within 200 UTF-16 units of ``proven``/``verified``/``measured``/``confirmed``/``100%`` on its line."""
+    out: dict[str, str] = {}
+    units = None
+    if any(ord(c) > 0xFFFF for c in text):  # positions in code points differ from JS's code units
+        units = [0]
+        for c in text:
+            units.append(units[-1] + (2 if ord(c) > 0xFFFF else 1))
+    for m in CLAIM_MARKER.finditer(text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.start())
+        line_end = len(text) if line_end < 0 else line_end
+        if units is None:
+            lo = max(line_start, m.start() - EVIDENCE_WINDOW)
+            hi = min(line_end, m.end() + EVIDENCE_WINDOW)
+        else:
+            lo = bisect_left(units, max(units[line_start], units[m.start()] - EVIDENCE_WINDOW))
+            hi = bisect_right(units, min(units[line_end], units[m.end()] + EVIDENCE_WINDOW)) - 1
+        win = text[lo:hi]
+        toks = list(dict.fromkeys(_all(win, ISSUE_REF)))
+        toks += [t for t in dict.fromkeys(_all(win, HEX_ID)) if _is_hex_evidence(t)]
+        toks += list(dict.fromkeys(_all(win, FILE_REF)))
+        for t in toks:
+            out.setdefault(t, m[0])
+    return out
+
+
+def evidence_tokens(text: str) -> set[str]:
+    """Every evidence-shaped token anywhere in a text (where a relocated anchor may have gone)."""
+    found = set(_all(text, ISSUE_REF)) | set(_all(text, HEX_ID))
+    for run in _all(text, _FILE_RUN):
+        found.update(_all(run[:FILE_REF_RUN_CAP], FILE_REF))
+    return found
+
+
+# --- the inventory ----------------------------------------------------------------------------
+
+
+@dataclass
+class Inventory:
+    """One side of a comparison: ordered value sets per class, distinct-line counts per counted
+    class, and whether any frontmatter census was unverifiable."""
+
+    values: dict[str, dict[str, None]] = field(default_factory=lambda: {c: {} for c in CLASSES})
+    counts: dict[str, Counter] = field(default_factory=lambda: {c: Counter() for c in COUNTED})
+    frontmatter_incomplete: bool = False
+
+    def add(self, text: str) -> None:
+        """Add one file's set layer (its own full text: no token spans two files)."""
+        for cls, found in token_lists(text).items():
+            self.values[cls].update(dict.fromkeys(found))
+        keys, incomplete = frontmatter_keys(text)
+        self.values["frontmatter"].update(dict.fromkeys(keys))
+        self.values["fencedLines"].update(dict.fromkeys(fenced_lines(text)))
+        self.frontmatter_incomplete |= incomplete
+
+    def count_lines(self, texts: list[str]) -> None:
+        """The multiset layer: occurrences over the distinct lines of all texts together."""
+        distinct = "\n".join(dict.fromkeys(line for t in texts for line in lines(t)))
+        for cls, found in token_lists(distinct).items():
+            self.counts[cls] = Counter(found)
+
+
+def take_inventory(texts: list[str]) -> Inventory:
+    """The inventory of one text, or of a whole store (its files' texts in store order)."""
+    inv = Inventory()
+    for text in texts:
+        inv.add(text)
+    inv.count_lines(texts)
+    return inv
+
+
+def inventory(text: str) -> dict[str, Counter]:
+    """Per class, each value and how many distinct lines state it (1 for frontmatter keys and
+    fenced lines, which are sets; at least 1 for any value the set layer sees)."""
+    inv = take_inventory([text])
+    return {
+        cls: Counter({v: max(1, inv.counts[cls][v]) if cls in inv.counts else 1 for v in vals})
+        for cls, vals in inv.values.items()
+    }
