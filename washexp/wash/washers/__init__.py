@@ -1,0 +1,93 @@
+"""The washers a wash can use, built by name from a config node (``conf/washer/*.yaml``).
+
+``WASHERS`` maps a name to a lazy ``"module:object"`` entry, so this package never imports a
+washer it does not build. ``make_washer({"name": ..., **args})`` builds one; an unknown name, an
+unknown or missing argument, or a bad value is a one-line :class:`~washexp.errors.ConfigError`.
+
+Also here, shared by every washer: :class:`WasherError` (a washer that could not propose: the
+pipeline records a FAILED round) and :func:`entailed_drops` (the drops a plan's own edits entail,
+declared as ``approved_drops`` *candidates*: only an operator's approval makes them pass).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from washexp.errors import ConfigError, WashexpError
+from washexp.registry import Registry, unknown_name
+from washexp.wash.gate import drops_between
+from washexp.wash.plan import Plan, PlanItem, apply_to_texts
+from washexp.wash.washer import Washer
+
+WASHERS = Registry(
+    "washer",
+    {
+        "reference": "washexp.wash.washers.reference:ReferenceWasher",
+        "command": "washexp.wash.washers.command:CommandWasher",
+    },
+)
+"""``wash.washer.name`` -> the washer class; its constructor's keyword arguments are the config keys."""
+
+MISSING = "???"
+"""OmegaConf's mandatory-value marker: a config key still set to it was never given."""
+
+
+class WasherError(WashexpError):
+    """A washer that could not propose a plan (a command that failed, was not found, or timed out).
+
+    ``str(err)`` is one line; ``artifacts`` holds what the washer produced before it failed (a
+    command's stdout and stderr), for the round's record.
+    """
+
+    def __init__(self, message: str, artifacts: Mapping[str, str] | None = None):
+        super().__init__(message)
+        self.artifacts = dict(artifacts or {})
+
+
+def entailed_drops(files: Mapping[str, str], items: Iterable[PlanItem]) -> tuple[dict, ...]:
+    """The gate's drops for ``items`` applied to ``files``, as ``{"type", "value"}`` candidates in
+    the gate's order: what a washer declares in ``approved_drops`` for the operator to judge."""
+    after = apply_to_texts(dict(files), Plan(tuple(items)))
+    return tuple({"type": d.type, "value": d.value} for d in drops_between(files, after))
+
+
+def _plain(cfg: Mapping) -> dict[str, Any]:
+    """A config node as a plain dict; a key left at ``???`` is reported, never passed on."""
+    if isinstance(cfg, DictConfig):
+        missing = sorted(OmegaConf.missing_keys(cfg))
+        data = {} if missing else OmegaConf.to_container(cfg, resolve=True)
+    elif isinstance(cfg, Mapping):
+        data = dict(cfg)
+        missing = sorted(str(k) for k, v in data.items() if isinstance(v, str) and v == MISSING)
+    else:
+        raise ConfigError(f"washer: the config must be a mapping with a name, got {type(cfg).__name__}")
+    if missing:
+        who = cfg.get("name") if "name" not in missing else None
+        where = f"washer {who}" if isinstance(who, str) else "washer"
+        raise ConfigError(f"{where}: {', '.join(missing)} must be set (it is ???)")
+    return data
+
+
+def make_washer(cfg: Mapping) -> Washer:
+    """The washer ``cfg`` names (``{name: ..., **args}``), built with the remaining keys as its
+    constructor's keyword arguments."""
+    data = _plain(cfg)
+    name = data.pop("name", None)
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"washer: name must be one of {', '.join(WASHERS.names())}, got {name!r}")
+    cls = WASHERS.get(name)
+    params = {p.name: p for p in inspect.signature(cls).parameters.values() if p.kind is p.KEYWORD_ONLY}
+    for key in data:
+        if key not in params:
+            raise ConfigError(unknown_name(f"washer {name} argument", str(key), list(params)))
+    needed = [p for p, spec in params.items() if spec.default is spec.empty and p not in data]
+    if needed:
+        raise ConfigError(f"washer {name}: {', '.join(needed)} must be set")
+    return cls(**data)
+
+
+__all__ = ["WASHERS", "WasherError", "entailed_drops", "make_washer"]
