@@ -29,6 +29,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 A = re.ASCII
 
@@ -112,6 +113,7 @@ def numbers(text: str) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=4096)
 def token_lists(text: str) -> dict[str, list[str]]:
     """Every occurrence of each single-line class, in order.
 
@@ -330,11 +332,17 @@ class Inventory:
 
 
 def take_inventory(texts: list[str]) -> Inventory:
-    """The inventory of one text, or of a whole store (its files' texts in store order)."""
+    """The inventory of one text, or of a whole store (its files' texts in store order). Read-only:
+    the same texts give the same (cached) object, since a wash gates one store many times."""
+    return _inventory_of(tuple(texts))
+
+
+@lru_cache(maxsize=256)
+def _inventory_of(texts: tuple[str, ...]) -> Inventory:
     inv = Inventory()
     for text in texts:
         inv.add(text)
-    inv.count_lines(texts)
+    inv.count_lines(list(texts))
     return inv
 
 
