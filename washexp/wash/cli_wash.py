@@ -62,9 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("store", type=Path, help="the store folder (its top-level *.md files)")
     p.add_argument("--tier", choices=TIERS, default="quick", help="quick (default, free) or full (a washer proposes)")
     p.add_argument("--washer", choices=WASHERS, default="reference", help="the full tier's washer (default: reference)")
-    p.add_argument(
-        "--washer-arg", action="append", default=[], metavar="KEY=VALUE", help="a washer option; repeatable"
-    )
+    p.add_argument("--washer-arg", action="append", default=[], metavar="KEY=VALUE", help="a washer option; repeatable")
     p.add_argument("--operator", default="interactive", help=f"the human gate: {' | '.join(OPERATORS)}")
     p.add_argument("--gauge", default=DEFAULT_GAUGE, help="band gauge: coalwash-1.0 | coalwash-beta5 | off")
     p.add_argument("--expected", type=Path, help="ground truth for --operator benchmark (default: STORE/expected.json)")
@@ -205,4 +203,3 @@ def _one_line(err: BaseException) -> str:
     if isinstance(err, OSError | UnicodeDecodeError) and not isinstance(err, WashexpError):
         text = f"{type(err).__name__}: {text}"
     return text.splitlines()[0]
-
