@@ -124,11 +124,10 @@ def _review(plan: Plan, files: dict[str, str]) -> Review:
         if it.op in DELETE_OPS
     )
     after = apply_to_texts(files, plan)
-    verdict = gate.check_store(files, after, plan.approved_drops)
-    hazards = {h.key for h in verdict.hazards}
-    declared = {d.key for d in verdict.approved if d.key not in hazards}
+    declared = {d.key for d in gate.check_store(files, after, plan.approved_drops).approved}
     only_deletes = Plan(tuple(it for it in plan.items if it.op in DELETE_OPS))
     entailed = {d.key for d in gate.drops_between(files, apply_to_texts(files, only_deletes))}
+    # value drops only: an introduced hazard is never the operator's to approve
     drops = [d.key for d in gate.drops_between(files, after) if d.key in declared | entailed]
     return Review(deletes, tuple(dict.fromkeys(drops)), joined(after))
 
