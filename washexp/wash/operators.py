@@ -1,16 +1,22 @@
 """The human gate: an operator policy decides every delete and every drop a plan entails.
 
 What the operator sees is a :class:`Review`: each delete (lines or a whole file, with their
-text) and each structured value the plan would drop (the fidelity gate's approval keys, e.g. a
-deleted scratch file's index link). Rewrites are not shown: a muscle needle lost in a rewrite is
-a loss, whoever approved the plan.
+text) and each structured value the plan would drop that its deletes entail or the plan itself
+declares (the fidelity gate's approval keys, e.g. a deleted scratch file's index link).
+Rewrites are not shown, and a value a rewrite loses without the plan declaring it is not the
+operator's to approve: the fidelity gate blocks it whoever operates. A muscle needle lost in a
+shown rewrite is a loss, whoever approved the plan.
 
 - ``approve-all``: what a washer alone does (every delete and drop approved);
 - ``approve-none``: refuses every delete and every drop;
 - ``interactive``: asks y/n for each on a terminal;
-- ``benchmark``: plays the seed's operator. It approves deletes and the drops they entail, and
-  refuses any delete whose text holds a muscle needle (it reads ``expected.json``, as only the
-  scorer and this operator may): a refused muscle delete is the system working, and is counted.
+- ``benchmark``: plays the seed's operator, who "never approves a cut that costs a muscle
+  needle". It approves deletes and the drops they entail, and refuses any delete whose text
+  holds a muscle needle the store would no longer hold after the plan (``Review.after``), and any
+  drop whose value is part of such a lost needle (it reads ``expected.json``, as only the scorer
+  and this operator may). A copy of a needle that survives elsewhere (a scratch file's
+  ``[[migration-log]]`` while the index keeps it) costs nothing. A refused muscle delete is the
+  system working, and is counted.
 """
 
 from __future__ import annotations
@@ -39,7 +45,11 @@ class Delete:
 class Review:
     deletes: tuple[Delete, ...]
     drops: tuple[str, ...]
-    """Approval keys (``type:value``) of the values the plan would drop."""
+    """Approval keys (``type:value``) of the values the plan would drop that its deletes entail or
+    its ``approved_drops`` declare; only these can be approved."""
+    after: str | None = None
+    """The store's text after the whole plan, its files joined as the scorer joins them; None when
+    unknown (a needle-checking operator then treats every needle in a cut as lost)."""
 
 
 @dataclass(frozen=True)
@@ -84,17 +94,18 @@ class Benchmark:
     name: str = "benchmark"
 
     def review(self, review: Review) -> Decision:
+        after = None if review.after is None else norm(review.after)
+        lost = [(mid, norm(needle)) for mid, needle in self.muscle if after is None or norm(needle) not in after]
         approved, refused = set(), []
         for d in review.deletes:
-            held = [mid for mid, needle in self.muscle if norm(needle) in norm(d.text)]
+            held = [mid for mid, needle in lost if needle in norm(d.text)]
             if held:
                 refused.append((d.index, f"holds muscle {', '.join(held)}"))
             else:
                 approved.add(d.index)
-        # The drops an approved delete entails are shown and approved; a drop that is part of a
-        # muscle needle is not (it would be a muscle value going).
-        muscle_text = norm(" ".join(n for _, n in self.muscle))
-        drops = {k for k in review.drops if norm(k.partition(":")[2]) not in muscle_text}
+        # The drops the deletes entail are shown and approved, except a value that is part of a
+        # muscle needle the plan loses (that would be a muscle value going).
+        drops = {k for k in review.drops if not any(norm(k.partition(":")[2]) in needle for _, needle in lost)}
         return Decision(frozenset(approved), frozenset(drops), tuple(refused))
 
 

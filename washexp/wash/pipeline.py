@@ -7,12 +7,29 @@ washer proposes) -> human gate (the operator decides each delete and each drop t
 pinned refusal, external-writer abort, snapshot + WAL, atomic writes, deletes last, rollback)
 -> receipt.
 
-The quick and the full tier each pass the gates and the apply on their own, so a blocked full
-tier keeps the quick tier's mechanical clean-up. A blocked plan writes nothing and the receipt
-names the values it would have dropped; as CoalWash's agent revises a blocked plan, the items whose
-own edit drops a value are then taken out (named in ``blocked``) and the rest is gated again. ``gates=False`` is for control arms only (the
-plain-compress control): no fidelity gate, no keeps, no LEAN stop; the human gate still shows
-whole-file deletes and the apply still holds.
+Both tiers are judged in memory before anything is written: the quick tier's plan passes the
+operator and the gate, the washer proposes on the texts the judged quick plan leaves, its plan
+passes the same judges, and only then are the two applied, quick first, each as its own
+transaction. So a washer that raises leaves every ``*.md`` file byte-identical (the error
+propagates as one line), and a blocked full tier keeps the quick tier's mechanical clean-up. A
+store file changed by anyone else after it was read (the washer too) aborts the apply that
+meets it.
+
+What the operator may approve: the deletes, and the value drops the plan's deletes entail or
+the plan itself declares in ``approved_drops``. A drop neither entails nor declares (a rewrite
+that silently loses ``v2.31.0``) is never put to the operator, so the fidelity gate blocks it
+whoever operates; an introduced hazard (a decomposed sara-am, a BOM...) always blocks. A blocked
+plan writes nothing and the receipt names the values it would have dropped; as CoalWash's agent
+revises a blocked plan, the items whose own edit drops a value are then taken out (named in
+``blocked``) and the rest is gated again.
+
+The quick tier leaves ``pinned: true`` files alone (its items on them are dropped with a note);
+a washer's item on a pinned file is refused by the apply with one ``ApplyError`` line, before
+either tier writes anything.
+
+``gates=False`` is for control arms only (the plain-compress control): no fidelity gate, no
+keeps, no LEAN stop; the human gate still shows every delete, whole-file ones included, and the
+apply still holds.
 """
 
 from __future__ import annotations
@@ -23,14 +40,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from washexp.errors import WashexpError
+from washexp.hashing import sha256_bytes
 from washexp.wash import apply as transaction
 from washexp.wash import caliper, gate, gauge, quick
-from washexp.wash.files import read_md
+from washexp.wash.files import joined, md_names
 from washexp.wash.operators import Decision, Delete, Operator, Review
 from washexp.wash.plan import Plan, PlanItem, apply_to_texts, split_lines
-from washexp.wash.washer import Keep, Washer, target_of
+from washexp.wash.washer import Keep, Proposal, Washer, target_of
 
 KEEPS = "keeps.json"
+DELETE_OPS = ("delete", "delete-file")
+
+
+class WasherError(WashexpError):
+    """A washer that raised: ``str(err)`` is one line naming the washer and the cause."""
 
 
 @dataclass
@@ -42,7 +66,9 @@ class Step:
     refused: list[dict] = field(default_factory=list)
     """Deletes the operator refused (item, why)."""
     blocked: list[dict] = field(default_factory=list)
-    """Items the fidelity gate blocked, each with the values it would have dropped."""
+    """The values the fidelity gate saw dropped (and hazards introduced) by blocked items."""
+    blocked_items: list[dict] = field(default_factory=list)
+    """The items it blocked, each with the approval keys of what it would have dropped."""
     applied: list[dict] = field(default_factory=list)
     approved_drops: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -64,13 +90,27 @@ class Receipt:
     """What the washer wanted kept (a command's output, a model's flags)."""
 
     @property
+    def proposed(self) -> int:
+        return sum(len(s.proposed) for s in self.steps)
+
+    @property
+    def refused(self) -> int:
+        return sum(len(s.refused) for s in self.steps)
+
+    @property
+    def blocked(self) -> int:
+        """Values the fidelity gate blocked, over every tier (> 0: some plan was not applied)."""
+        return sum(len(s.blocked) for s in self.steps)
+
+    @property
     def applied(self) -> int:
         return sum(len(s.applied) for s in self.steps)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: every field but ``artifacts``, plus the counts over all tiers."""
         out = asdict(self)
         out.pop("artifacts")
-        out["applied"] = self.applied
+        out |= {"proposed": self.proposed, "refused": self.refused, "blocked": self.blocked, "applied": self.applied}
         return out
 
 
@@ -81,13 +121,19 @@ def _deleted_text(item: PlanItem, files: dict[str, str]) -> str:
 
 
 def _review(plan: Plan, files: dict[str, str]) -> Review:
+    """The deletes, and the value drops the deletes entail or the plan declares (see the module doc)."""
     deletes = tuple(
         Delete(i, it.file, _deleted_text(it, files), it.reason)
         for i, it in enumerate(plan.items)
-        if it.op in ("delete", "delete-file")
+        if it.op in DELETE_OPS
     )
-    drops = tuple(d.key for d in gate.drops_between(files, apply_to_texts(files, plan)))
-    return Review(deletes, drops)
+    after = apply_to_texts(files, plan)
+    declared = {d.key for d in gate.check_store(files, after, plan.approved_drops).approved}
+    only_deletes = Plan(tuple(it for it in plan.items if it.op in DELETE_OPS))
+    entailed = {d.key for d in gate.drops_between(files, apply_to_texts(files, only_deletes))}
+    # value drops only: an introduced hazard is never the operator's to approve
+    drops = [d.key for d in gate.drops_between(files, after) if d.key in declared | entailed]
+    return Review(deletes, tuple(dict.fromkeys(drops)), joined(after))
 
 
 def _judged(plan: Plan, files: dict[str, str], operator: Operator, gates: bool, step: Step) -> Plan | None:
@@ -98,7 +144,7 @@ def _judged(plan: Plan, files: dict[str, str], operator: Operator, gates: bool, 
     why = dict(decision.refused)
     step.refused = [{**plan.items[i].to_dict(), "why": why.get(i, "not approved")} for i in sorted(refused)]
     kept = tuple(it for i, it in enumerate(plan.items) if i not in refused)
-    approved = sorted(decision.approved_drops)
+    approved = sorted(set(decision.approved_drops) & set(review.drops))  # nothing beyond what was shown
     step.approved_drops = approved
     plan = Plan(kept, tuple({"type": k.partition(":")[0], "value": k.partition(":")[2]} for k in approved), plan.washer)
     if not kept or not gates:
@@ -108,34 +154,73 @@ def _judged(plan: Plan, files: dict[str, str], operator: Operator, gates: bool, 
         return plan
     # Blocked. As CoalWash's agent revises a blocked plan, the items whose own edit drops a value
     # are taken out and named; the rest is gated again, and blocked whole if it still drops one.
-    clean, step.blocked = [], []
+    clean, blocked = [], {}
     for item in plan.items:
         alone = gate.check_store(files, apply_to_texts(files, Plan((item,), plan.approved_drops)), approved)
         if alone.passed:
             clean.append(item)
-        else:
-            step.blocked.append({**item.to_dict(), "drops": [d.key for d in [*alone.drops, *alone.hazards]]})
+            continue
+        found = [*alone.drops, *(h for h in alone.hazards if h.key in set(alone.introduced))]
+        step.blocked_items.append({**item.to_dict(), "drops": [d.key for d in found]})
+        blocked |= {d.key: d.to_dict() for d in found}
     revised = Plan(tuple(clean), plan.approved_drops, plan.washer)
-    if clean and not gate.check_store(files, apply_to_texts(files, revised), approved).passed:
-        step.blocked += [{**it.to_dict(), "drops": ["(blocked with the rest)"]} for it in clean]
-        return None
+    rest = gate.check_store(files, apply_to_texts(files, revised), approved) if clean else None
+    if rest is not None and not rest.passed:
+        blocked |= {d.key: d.to_dict() for d in [*rest.drops, *rest.hazards]}
+        step.blocked_items += [{**it.to_dict(), "drops": ["(blocked with the rest)"]} for it in clean]
+        revised = Plan((), plan.approved_drops, plan.washer)
+    step.blocked = list(blocked.values())
     return revised
 
 
-def _run_tier(store: Path, plan: Plan, operator: Operator, gates: bool, step: Step, receipt: Receipt) -> None:
-    files = read_md(store)
+def _judge_tier(files: dict[str, str], plan: Plan, operator: Operator, gates: bool, step: Step) -> Plan | None:
+    """Record what ``plan`` proposes; return what may be applied, or None (nothing, or blocked)."""
     step.proposed = [it.to_dict() for it in plan.items]
     step.notes += list(plan.notes)
     if not plan.items:
-        return
-    seen = transaction.digests(store)
+        return None
     judged = _judged(plan, files, operator, gates, step)
-    if judged is None or not judged.items:
-        return
-    applied = transaction.apply_plan(store, judged, seen)
-    step.applied = [it.to_dict() for it in judged.items]
-    receipt.written += applied.written
-    receipt.deleted += applied.deleted
+    return judged if judged is not None and judged.items else None
+
+
+def _apply_tier(store: Path, plan: Plan, seen: dict[str, str], step: Step, receipt: Receipt) -> None:
+    applied = transaction.apply_plan(store, plan, seen)
+    step.applied = [it.to_dict() for it in plan.items]
+    receipt.written += [name for name in applied.written if name not in receipt.written]
+    receipt.deleted += list(applied.deleted)
+
+
+def _unpinned(plan: Plan, files: dict[str, str]) -> Plan:
+    """The quick plan without its items on pinned files: a mechanical tier never trips the pin."""
+    pinned = sorted({it.file for it in plan.items if transaction.is_pinned(files[it.file])})
+    if not pinned:
+        return plan
+    items = tuple(it for it in plan.items if it.file not in pinned)
+    notes = (*plan.notes, *(f"{name} is pinned: the quick tier leaves it alone" for name in pinned))
+    return Plan(items, plan.approved_drops, plan.washer, notes)
+
+
+def _refuse_pinned(plan: Plan | None, files: dict[str, str]) -> None:
+    """Refuse a plan that edits a pinned file before any tier writes (the apply would refuse it too)."""
+    pinned = sorted({it.file for it in plan.items if transaction.is_pinned(files[it.file])}) if plan else []
+    if pinned:
+        raise transaction.ApplyError(f"refused: {', '.join(pinned)} is pinned (frontmatter pinned: true)")
+
+
+def _propose(washer: Washer, files: dict[str, str], keeps: tuple[Keep, ...]) -> Proposal:
+    """The washer's proposal; anything it raises comes back as one line (a WashexpError as is)."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="washexp-washer-") as scratch:
+            return washer.propose(dict(files), keeps, Path(scratch))
+    except WashexpError:
+        raise
+    except Exception as err:
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise WasherError(f"washer {washer.name} failed: {type(err).__name__}: {first}".rstrip(": ")) from err
+
+
+def _digests(files: dict[str, str]) -> dict[str, str]:
+    return {name: sha256_bytes(text.encode("utf-8")) for name, text in files.items()}
 
 
 def read_keeps(store: Path) -> tuple[Keep, ...]:
@@ -170,24 +255,35 @@ def wash(
     if gates and verdict.band == "LEAN":
         receipt.stopped = "LEAN — nothing to clean"
         return receipt
+    raw = {name: (store / name).read_bytes() for name in md_names(store)}  # one read: texts and digests agree
+    files = {name: data.decode("utf-8") for name, data in raw.items()}
+    seen = {name: sha256_bytes(data) for name, data in raw.items()}
     q = Step("quick")
     receipt.steps.append(q)
-    _run_tier(store, quick.quick_plan(read_md(store)), operator, gates, q, receipt)
+    quick_plan = _judge_tier(files, _unpinned(quick.quick_plan(files), files), operator, gates, q)
+    washed = apply_to_texts(files, quick_plan) if quick_plan else files
+    full_plan, full, new_keeps = None, None, ()
     if tier == "full" and washer is not None:
         keeps = read_keeps(store) if gates else ()
-        files = read_md(store)
-        with tempfile.TemporaryDirectory(prefix="washexp-washer-") as scratch:
-            proposal = washer.propose(files, keeps, Path(scratch))
+        proposal = _propose(washer, washed, keeps)
         receipt.cost_tokens += proposal.cost_tokens
         receipt.artifacts |= proposal.artifacts
         excluded = {k.target for k in keeps}
-        items = tuple(it for it in proposal.plan.items if target_of(it, files) not in excluded)
+        items = tuple(it for it in proposal.plan.items if target_of(it, washed) not in excluded)
         full = Step("full", notes=list(proposal.notes))
         receipt.steps.append(full)
         plan = Plan(items, proposal.plan.approved_drops, proposal.plan.washer or washer.name, proposal.plan.notes)
-        _run_tier(store, plan, operator, gates, full, receipt)
-        if gates and proposal.keeps:
-            _write_keeps(store, keeps + tuple(k for k in proposal.keeps if k.target not in excluded))
+        full_plan = _judge_tier(washed, plan, operator, gates, full)
+        _refuse_pinned(full_plan, washed)
+        if gates:
+            new_keeps = tuple({k.target: k for k in proposal.keeps if k.target not in excluded}.values())
+            new_keeps = keeps + new_keeps if new_keeps else ()
+    if quick_plan:
+        _apply_tier(store, quick_plan, seen, q, receipt)
+    if full_plan and full is not None:
+        _apply_tier(store, full_plan, _digests(washed), full, receipt)
+    if new_keeps:
+        _write_keeps(store, new_keeps)
     if receipt.applied:
         after = caliper.measure(store)
         gauge.save_state(store, the_gauge.after_wash(after, gauge.load_state(store)))
