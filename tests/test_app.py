@@ -25,6 +25,10 @@ def test_short_keys_set_the_family_node():
         "compaction.task=[a,b]",
     ]
     assert expand_short_keys(["model.topn=1", "topnx=1"]) == ["model.topn=1", "topnx=1"]
+    assert expand_short_keys(["method.h_impl=native", "washer.timeout_s=5"]) == [
+        "compaction.method.h_impl=native",
+        "wash.washer.timeout_s=5",
+    ]
 
 
 def test_empty_range_is_an_error():

@@ -4,6 +4,7 @@ SQLite MLflow store, offline with the reference washer, then its record; no fixt
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,14 @@ def test_the_wash_record(sweep, tmp_path):
     for title in ("Measurement 1", "Measurement 2", "Measurement 3", "Muscle losses, named"):
         assert title in md
     assert next(tmp_path.glob("wash-reference-*-sawtooth.png")).stat().st_size > 1000
+
+
+def test_a_failing_washer_command_is_a_recorded_failed_round(tmp_path):
+    fail = f"washer.command=[{sys.executable},-c,'import sys; sys.exit(3)']"
+    run_cli(["benchmark=wash", "measurement=ceiling", "store=superseded", "washer=command", fail], tmp_path)
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("wash")
+    (run,) = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("store") == "superseded"]
+    assert run.info.status == "FINISHED" and run.data.metrics["failed_rounds"] == 1
+    rounds = json.loads(Path(client.download_artifacts(run.info.run_id, "rounds.json")).read_text())
+    assert rounds[-1]["failed"] and "exit" in rounds[-1]["failed"], rounds[-1]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from washexp.config import SHORT_KEYS, register
+from washexp.config import SHORT_KEYS, SHORT_PREFIXES, register
 from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
 
 _RANGE = re.compile(r"^([\w.]+)=(-?\d+)\.\.(-?\d+)$")
@@ -51,7 +51,12 @@ def expand_short_keys(args: list[str]) -> list[str]:
     out = []
     for arg in args:
         key, eq, value = arg.partition("=")
-        out.append(f"{SHORT_KEYS[key]}={value}" if eq and key in SHORT_KEYS else arg)
+        if eq and key in SHORT_KEYS:
+            arg = f"{SHORT_KEYS[key]}={value}"
+        elif eq:
+            prefix = next((p for p in SHORT_PREFIXES if key.startswith(p)), None)
+            arg = f"{SHORT_PREFIXES[prefix]}{key[len(prefix) :]}={value}" if prefix else arg
+        out.append(arg)
     return out
 
 

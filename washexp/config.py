@@ -147,6 +147,13 @@ SHORT_KEYS = {
     "sessions": "wash.measurement.sessions",
 }
 """What users type on the command line -> the family key it sets."""
+SHORT_PREFIXES = {
+    "method.": "compaction.method.",
+    "washer.": "wash.washer.",
+    "gauge.": "wash.gauge.",
+    "measurement.": "wash.measurement.",
+}
+"""``method.h_impl=native`` -> ``compaction.method.h_impl=native``: a group's keys, short too."""
 
 
 def identity(cfg: Config, family: dict[str, Any], code: str) -> dict[str, Any]:

@@ -7,13 +7,14 @@ JavaScript's default ``sort`` does; contents decode as UTF-8 with a BOM kept, ne
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
 def md_names(folder: str | Path) -> list[str]:
     """The store's ``*.md`` file names, sorted."""
-    folder = Path(folder)
-    names = (p.name for p in folder.iterdir() if p.name.endswith(".md") and p.is_file())
+    with os.scandir(folder) as entries:  # a symlink is not a regular file: score.mjs does not follow it
+        names = [e.name for e in entries if e.name.endswith(".md") and e.is_file(follow_symlinks=False)]
     return sorted(names, key=lambda n: n.encode("utf-16-be"))  # big-endian bytes order as code units
 
 
