@@ -80,13 +80,15 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
     platform = first.get("tags.platform") or "reference"
     times = pd.concat([parents["end_time"], kids["end_time"]]).dropna()
     date = times.max().tz_convert("UTC").strftime("%Y-%m-%d")
-    tables, plots_out, losses = [], [], []
+    tables, plots_out, losses, folded = [], [], [], []
     by = {m: parents[parents["measurement"] == m] for m in ("ceiling", "infinity", "sawtooth")}
     stem = f"wash-{platform}-{date}"
     if len(by["ceiling"]):
         tables.append(_ceiling(by["ceiling"], kids))
     if len(by["infinity"]):
-        tables += _infinity(by["infinity"], kids, options.uri)
+        summary_table, per_round = _infinity(by["infinity"], kids, options.uri)
+        tables.append(summary_table)
+        folded.append(per_round)
     if len(by["sawtooth"]):
         table, plot = _sawtooth(by["sawtooth"], kids, options.uri, stem)
         tables.append(table)
@@ -149,12 +151,8 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
         "gauges": sorted(set(parents["gauge"])),
         "operator": sorted(set(parents["operator"])),
         "gates": sorted(set(parents["gates"])),
-        "store sha256": {
-            r.get("tags.store"): r.get("tags.washexp.sha256.fixture") for _, r in kids.iterrows() if r.get("tags.store")
-        },
-        "feed sha256": {
-            r.get("tags.feed"): r.get("tags.washexp.sha256.feed") for _, r in kids.iterrows() if r.get("tags.feed")
-        },
+        "store sha256": _by_tag(kids, "store", "washexp.sha256.fixture"),
+        "feed sha256": _by_tag(kids, "feed", "washexp.sha256.feed"),
         "sweeps (overrides)": sorted(
             {f"{s}: {o}" for s, o in zip(_tag(parents, "sweep"), _tag(parents, "washexp.overrides"), strict=True)}
         ),
@@ -168,9 +166,15 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
         notes=tuple(notes),
         tables=tuple(tables),
         plots=tuple(plots_out),
-        appendix=(_runs_table(parents, kids),),
+        appendix=(*folded, _runs_table(parents, kids)),
         arm_runs=tuple(parents["run_id"]),
     )
+
+
+def _by_tag(kids: pd.DataFrame, name: str, digest: str) -> dict[str, str]:
+    """name -> digest over the runs that carry both tags (sorted; absent tags are NaN in pandas)."""
+    pairs = zip(_tag(kids, name), _tag(kids, digest), strict=True)
+    return dict(sorted((n, d) for n, d in pairs if isinstance(n, str) and isinstance(d, str)))
 
 
 def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
@@ -235,7 +239,7 @@ def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
     )
 
 
-def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> list[Table]:
+def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Table, Table]:
     rows, per_round = [], []
     for _, p in parents.iterrows():
         for _, k in kids[kids["parent"] == p["run_id"]].iterrows():
@@ -299,7 +303,7 @@ def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> list[Table
             "failed",
         )
     )
-    return [
+    return (
         Table(
             "infinity",
             "Measurement 2: infinity-loop fact-loss by phase",
@@ -314,7 +318,7 @@ def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> list[Table
             round_cols,
             tuple(per_round),
         ),
-    ]
+    )
 
 
 def _sawtooth(parents: pd.DataFrame, kids: pd.DataFrame, uri: str, stem: str) -> tuple[Table, Plot]:
