@@ -191,7 +191,8 @@ def test_user_errors_are_one_line(study, tmp_path):
     for extra, says in (
         (["--experiment", "nope", "--topic", "compaction"], "no experiment 'nope'"),
         (["--date", "2000-01-01"], "no finished arm runs"),
-        (["--topic", "wash"], "unknown record builder 'wash'"),
+        (["--topic", "wahs"], "unknown record builder 'wahs'; did you mean 'wash'"),
+        (["--topic", "wash"], "no finished wash measurement runs"),
     ):
         proc = export(store, tmp_path, *extra, check=False)
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
