@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
@@ -178,6 +180,29 @@ def test_model_washers_refuse_model_reference_and_plain_refuses_the_gates(tmp_pa
         assert sqlite3.connect(db).execute("select count(*) from runs").fetchone()[0] == 0
 
 
+def _record(tracking: Path, out: Path) -> tuple[dict, str]:
+    """``washexp export --experiment wash`` of ``tracking``: the record's JSON and markdown."""
+    uri = f"sqlite:///{tracking / 'mlflow.db'}"
+    args = [
+        sys.executable,
+        "-m",
+        "washexp.cli",
+        "export",
+        "--experiment",
+        "wash",
+        "--tracking-uri",
+        uri,
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return (
+        json.loads(next(out.glob("wash-openai-compatible-*.json")).read_text(encoding="utf-8")),
+        next(out.glob("wash-openai-compatible-*.md")).read_text(encoding="utf-8"),
+    )
+
+
 def _scores(runs) -> dict[str, dict]:
     return {r.data.tags["mlflow.runName"]: r.data.metrics for r in runs}
 
@@ -205,10 +230,18 @@ def test_coalwash_sweep_then_a_strict_replay_with_no_server(tmp_path):
     replay = _runs(tmp_path / "b")
     assert all(r.info.status == "FINISHED" for r in replay)
     assert _scores(replay) == _scores(first)
+    record, md = _record(tmp_path / "a", tmp_path / "record")
+    rows = record["tables"]["washers"]["rows"]
+    assert {r["measurement"] for r in rows} == {"ceiling", "infinity", "sawtooth"}
+    assert all(r["washer"] == "coalwash" and r["gates"] == "on" for r in rows)
+    assert all(r["cost_tokens"] > 0 for r in rows if r["measurement"] != "sawtooth")
+    ceiling = next(r for r in rows if r["measurement"] == "ceiling")
+    assert ceiling["fat_removed"] > 0 and ceiling["tokens_cut"] > 0 and ceiling["muscle_total"] == 20
+    assert "Washers side by side" in md and "coalwash: CoalWash's full tier" in md
 
 
 def test_plain_sweep_runs_with_the_gates_off(tmp_path):
-    script = WashScript(fat=SUPERSEDED_FAT, lossy=("Friday freeze",))
+    script = WashScript(fat=SUPERSEDED_FAT, lossy=("double-posted",))
     with serve(script) as url:
         run_cli(
             [
@@ -226,3 +259,12 @@ def test_plain_sweep_runs_with_the_gates_off(tmp_path):
     assert {r.data.tags["gates"] for r in runs} == {"false"}
     assert all(r.data.tags["mlflow.runName"].split(" · ")[3] == "gates off" for r in runs)
     assert {r["kind"] for r in script.requests} == {"plain"}
+    record, md = _record(tmp_path, tmp_path / "record")
+    rows = record["tables"]["washers"]["rows"]
+    assert rows and all(r["washer"] == "plain" and r["gates"] == "off" for r in rows)
+    ceiling = next(r for r in rows if r["measurement"] == "ceiling")
+    assert ceiling["cost_tokens"] > 0 and ceiling["muscle_kept"] < ceiling["muscle_total"]  # the lossy line went
+    assert ceiling["fact_loss_per_round_pct"] > 0
+    losses = record["tables"]["muscle_losses"]["rows"]
+    assert losses and {r["washer"] for r in losses} == {"plain (gates off)"}
+    assert "gates off (the plain-compress control" in md
