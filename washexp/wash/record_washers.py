@@ -102,7 +102,7 @@ def washers_table(parents: pd.DataFrame, kids: pd.DataFrame, final_score: Callab
             arm_a = next((k for _, k in mine.iterrows() if k.get("tags.arm") == "A"), None)
             rows.append({**base, "arm": "A (gauge fires)", **_sawtooth_row(p, arm_a, final_score)})
             continue
-        for arm, group in mine.drop_duplicates("tags.store").groupby("tags.arm", sort=True):
+        for arm, group in mine.drop_duplicates(["tags.store", "tags.arm"]).groupby("tags.arm", sort=True):
             rows.append({**base, "arm": f"{p['gauge']} ({arm})", **_store_row(group)})
     rows.sort(key=lambda r: (r["measurement"], r["washer"], r["gates"], r["arm"]))
     return Table(
