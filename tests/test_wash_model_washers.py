@@ -234,7 +234,9 @@ def test_coalwash_sweep_then_a_strict_replay_with_no_server(tmp_path):
     rows = record["tables"]["washers"]["rows"]
     assert {r["measurement"] for r in rows} == {"ceiling", "infinity", "sawtooth"}
     assert all(r["washer"] == "coalwash" and r["gates"] == "on" for r in rows)
-    assert all(r["cost_tokens"] > 0 for r in rows if r["measurement"] != "sawtooth")
+    assert all(r["cost_tokens"] > 0 for r in rows if r["arm"].endswith("(off)"))  # every round asks the outsider
+    configured = next(r for r in rows if r["arm"].endswith("(configured)"))
+    assert configured["cost_tokens"] == 0  # the gauge says LEAN: a hard stop before the washer, no call
     ceiling = next(r for r in rows if r["measurement"] == "ceiling")
     assert ceiling["fat_removed"] > 0 and ceiling["tokens_cut"] > 0 and ceiling["muscle_total"] == 20
     assert "Washers side by side" in md and "coalwash: CoalWash's full tier" in md
