@@ -429,7 +429,7 @@ def test_command_washer_failures_raise_and_leave_the_store_alone(command, timeou
 
 
 def test_registry_and_make_washer_from_the_config_files():
-    assert WASHERS.names() == ["command", "reference"]
+    assert WASHERS.names() == ["coalwash", "command", "plain", "reference"]
     assert WASHERS.get("reference") is ReferenceWasher and WASHERS.get("command") is CommandWasher
     ref = make_washer(OmegaConf.load(ROOT / "conf/washer/reference.yaml"))
     assert isinstance(ref, ReferenceWasher) and (ref.shingle_words, ref.near_dup_jaccard) == (4, 0.5)
@@ -453,7 +453,7 @@ def test_registry_and_make_washer_from_the_config_files():
         ({"name": "command"}, "washer command: command must be set"),
         ({"name": "command", "command": "claude -p"}, "command must be a non-empty list of argv strings"),
         ({"name": "command", "command": ["x"], "timeout_s": -1}, "timeout_s must be a number > 0"),
-        ({"shingle_words": 4}, "washer: name must be one of command, reference"),
+        ({"shingle_words": 4}, "washer: name must be one of coalwash, command, plain, reference"),
     ],
 )
 def test_make_washer_errors_are_one_line(cfg, message):

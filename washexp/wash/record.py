@@ -18,6 +18,7 @@ from washexp import __version__
 from washexp.errors import WashexpError
 from washexp.export import plots
 from washexp.export.records import Column, Plot, Record, Table
+from washexp.wash.record_washers import gates_label, washers_table
 
 KEYS = ["model", "measurement", "washer", "gauge", "operator", "gates"]
 REFERENCE_HEADLINE = (
@@ -25,6 +26,14 @@ REFERENCE_HEADLINE = (
     "hedging phrases, done/superseded markers, scratch files), not a model. It never reads the "
     "ground truth; its losses show what the gates and the operator let through."
 )
+
+MODEL_WASHERS = {
+    "coalwash": "coalwash: CoalWash's full tier through the model: an outsider flags (file · line-range · class · "
+    "reason), the insider accepts, shrinks, rejects (keeps.json) or sends a contradiction to the human; every shrink "
+    "gets a second outsider check. Its prompts' sha256 are in each run's identity; its token cost is the endpoint's.",
+    "plain": "plain: the control without CoalWash: one call per file ('compress this memory file, keep every fact'), "
+    "the reply written back, run with the gates off.",
+}
 
 
 def _tag(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -83,6 +92,7 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
     tables, plots_out, losses, folded = [], [], [], []
     by = {m: parents[parents["measurement"] == m] for m in ("ceiling", "infinity", "sawtooth")}
     stem = f"wash-{platform}-{date}"
+    tables.append(washers_table(parents, kids, lambda run_id: _artifact(options.uri, run_id, "final-score.json")))
     if len(by["ceiling"]):
         tables.append(_ceiling(by["ceiling"], kids))
     if len(by["infinity"]):
@@ -106,7 +116,7 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
                 losses.append(
                     {
                         "measurement": kid.get("tags.measurement"),
-                        "washer": kid.get("tags.washer"),
+                        "washer": _who(kid.get("tags.washer"), kid.get("tags.gates")),
                         "gauge": f"{kid.get('tags.gauge')} ({kid.get('tags.arm')})",
                         "store": kid.get("tags.store"),
                         "round": rd["round"],
@@ -132,8 +142,17 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
         REFERENCE_HEADLINE
         if set(parents["washer"]) == {"reference"}
         else f"Washers: {', '.join(sorted(set(parents['washer'])))}.",
+        *[MODEL_WASHERS[w] for w in sorted(set(parents["washer"])) if w in MODEL_WASHERS],
         "Scratch copies only; every round is scored by the port of CoalWash's score.mjs (whitespace-normalized exact "
         "matching). The operator is the seed's: it approves fat deletes and refuses any cut that holds muscle.",
+        *(
+            [
+                "gates off (the plain-compress control, or any washer run with gates=false): no fidelity gate, no "
+                "keeps, no LEAN stop; the operator still sees every delete. Its washer is named '<washer> (gates off)'."
+            ]
+            if "false" in set(parents["gates"].astype(str).str.lower())
+            else []
+        ),
         "Gauge arm 'off' shows what the washer alone does; 'configured' is the named CoalWash gauge. A gauge that "
         "never arms on a store whose fat is only semantic is reported as such (its rounds stop at LEAN).",
     ]
@@ -184,7 +203,7 @@ def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
             first_bad = _value(k, "first_bad_round")
             rows.append(
                 {
-                    "washer": p["washer"],
+                    "washer": _who(p["washer"], p["gates"]),
                     "gauge": f"{p['gauge']} ({k.get('tags.arm')})",
                     "store": k.get("tags.store"),
                     "rounds": _value(k, "rounds"),
@@ -202,7 +221,7 @@ def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
                 bound = "≥" if _value(p, f"{arm}/ceiling_lower_bound") else ""
                 rows.append(
                     {
-                        "washer": p["washer"],
+                        "washer": _who(p["washer"], p["gates"]),
                         "gauge": f"{p['gauge']} ({arm})",
                         "store": "CEILING (min)",
                         "store_ceiling": c,
@@ -246,7 +265,7 @@ def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Tabl
             noop = _value(k, "post_exhaustion_noop")
             rows.append(
                 {
-                    "washer": p["washer"],
+                    "washer": _who(p["washer"], p["gates"]),
                     "gauge": f"{p['gauge']} ({k.get('tags.arm')})",
                     "store": k.get("tags.store"),
                     "phase_boundary_round": _value(k, "phase_boundary_round") or None,
@@ -261,7 +280,7 @@ def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Tabl
                 score = rd.get("score") or {}
                 per_round.append(
                     {
-                        "washer": p["washer"],
+                        "washer": _who(p["washer"], p["gates"]),
                         "gauge": f"{p['gauge']} ({k.get('tags.arm')})",
                         "store": k.get("tags.store"),
                         "round": rd["round"],
@@ -328,7 +347,7 @@ def _sawtooth(parents: pd.DataFrame, kids: pd.DataFrame, uri: str, stem: str) ->
         feed = next(iter(arms.get("tags.feed", pd.Series(dtype=object)).dropna()), None)
         rows.append(
             {
-                "washer": p["washer"],
+                "washer": _who(p["washer"], p["gates"]),
                 "gauge": p["gauge"],
                 "feed": feed,
                 "feed_sha256": next(iter(arms.get("tags.washexp.sha256.feed", pd.Series(dtype=object)).dropna()), None),
@@ -343,7 +362,7 @@ def _sawtooth(parents: pd.DataFrame, kids: pd.DataFrame, uri: str, stem: str) ->
         )
         for _, arm in arms.iterrows():
             sessions = _artifact(uri, arm["run_id"], "sessions.json") or []
-            series[f"{p['washer']} · {p['gauge']} · arm {arm.get('tags.arm')}"] = [
+            series[f"{_who(p['washer'], p['gates'])} · {p['gauge']} · arm {arm.get('tags.arm')}"] = [
                 (s["session"], s["always_loaded"]) for s in sessions
             ]
     cols = (
@@ -388,6 +407,11 @@ def _runs_table(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
         tuple(Column(c, c) for c in ("run", "status", "run_id")),
         tuple(rows),
     )
+
+
+def _who(washer, gates) -> str:
+    """The washer as the tables name it: ``plain (gates off)`` for a run without the gates."""
+    return f"{washer} (gates off)" if gates_label(gates) == "off" else str(washer)
 
 
 def _int(v) -> str:

@@ -41,6 +41,8 @@ class Round:
     """Muscle lost in this round: id, needle, and the plan item that cut it."""
     tokens_total: int = 0
     tokens_always_loaded: int = 0
+    washer_artifacts: dict[str, str] = field(default_factory=dict)
+    """What the washer wanted kept with the round (a model's replies, a command's output)."""
 
 
 def scratch_copy(src: Path, dst: Path, files: dict[str, str]) -> Path:
@@ -123,6 +125,7 @@ def loop(
                 ],
                 tokens_total=m.total_tokens_est,
                 tokens_always_loaded=m.always_loaded_tokens_est,
+                washer_artifacts=dict(receipt.artifacts),
             )
         )
         fat_left = len(score["fat"]["remaining"])
@@ -133,7 +136,8 @@ def loop(
 
 
 def artifacts(rounds: list[Round]) -> dict[str, str]:
-    """Per round: the score JSON, the receipt, the diff; and the named losses."""
+    """Per round: the score JSON, the receipt, the diff, the washer's own artifacts
+    (``rounds/rNN/<name>``); and the named losses."""
     out = {}
     for rd in rounds:
         stem = f"rounds/r{rd.round:02d}"
@@ -142,6 +146,8 @@ def artifacts(rounds: list[Round]) -> dict[str, str]:
             out[f"{stem}.receipt.json"] = json.dumps(rd.receipt, indent=1, ensure_ascii=False) + "\n"
         if rd.diff:
             out[f"{stem}.diff"] = rd.diff
+        for name, text in rd.washer_artifacts.items():
+            out[f"{stem}/{name}"] = text
     out["rounds.json"] = json.dumps([_row(rd) for rd in rounds], indent=1, ensure_ascii=False) + "\n"
     return out
 
@@ -150,4 +156,5 @@ def _row(rd: Round) -> dict[str, Any]:
     row = asdict(rd)
     row.pop("diff")
     row.pop("receipt")
+    row.pop("washer_artifacts")
     return row

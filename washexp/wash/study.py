@@ -2,9 +2,15 @@
 per store (and gauge arm), or per sawtooth arm.
 
 Identity (``washexp.config.identity``): the benchmark, what the model is, the measurement's
-settings, the washer's spec, the gauge option, the operator and ``gates``, the digest of the wash
-family's code, and per store its name and the sha256 of its folder (per feed, its folder). Scratch
-copies only: no fixture file is ever written.
+settings, the washer's spec (with its prompt files' sha256 for a model washer), the gauge option,
+the operator and ``gates``, the digest of the wash family's code, and per store its name and the
+sha256 of its folder (per feed, its folder). Scratch copies only: no fixture file is ever written.
+
+Checked before any run starts, each a one-line error (exit 2): a model washer (``coalwash``,
+``plain``) with ``model=reference`` (it needs a served model), and the ``plain`` control with the
+gates on (it runs only with ``gates=false``). A model washer gets the sweep's one model layer
+(``washexp.wash.washers.model``: recorder + client, replay as ``endpoint.replay`` says). A run
+with the gates off says so in its name (``gates off``) and its ``gates`` tag and param.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from washexp.errors import ConfigError
 from washexp.hashing import tree_digest
 from washexp.provenance import code_digest, files_digest, git_commit, package_source, public_config
 from washexp.runner import Result, Work, run_group
-from washexp.wash import gauge, pipeline, rounds, sawtooth, summary
+from washexp.wash import caliper, gauge, pipeline, rounds, sawtooth, summary
 from washexp.wash.feed import load_feed
 from washexp.wash.operators import make_operator
 from washexp.wash.stores import Store, load_stores
@@ -33,10 +39,41 @@ CODE = ("wash", "tokens.py", "needles.py", "hashing.py")
 """What computes a wash result: the family's folder and the shared modules it matches with."""
 
 
-def _washer(spec: dict[str, Any]):
+def _washer(spec: dict[str, Any], model=None):
     from washexp.wash.washers import make_washer
 
-    return make_washer(spec)
+    return make_washer(spec, model)
+
+
+def _washer_model(cfg, sweep, spec: dict[str, Any]):
+    """The sweep's model layer for a model washer (None for a rule-based one); refuses
+    ``model=reference`` in one line before anything is built."""
+    from washexp.wash.washers import needs_model
+    from washexp.wash.washers.model import model_key, needs_served, open_model
+
+    if not needs_model(spec):
+        return None
+    needs_served(spec["name"], cfg.model.backend)
+    return sweep.shared(
+        ("wash-model", model_key(cfg.model, cfg.endpoint)),
+        lambda: open_model(spec["name"], cfg.model, cfg.endpoint, sweep.root),
+    )
+
+
+def _washer_spec(spec: dict[str, Any], gates: bool) -> dict[str, Any]:
+    from washexp.wash.washers import check_gates, washer_spec
+
+    check_gates(spec, gates)
+    return washer_spec(spec)
+
+
+def _tokens_cut(start: int, rds) -> dict[str, float]:
+    """The store's ~est tokens before the first round and after the last scored one."""
+    scored = [r for r in rds if r.score is not None]
+    if not scored:
+        return {"tokens_start": float(start)}
+    end = scored[-1].tokens_total
+    return {"tokens_start": float(start), "tokens_end": float(end), "tokens_cut": float(start - end)}
 
 
 def _gauge_for(arm: str, configured: dict[str, Any]):
@@ -52,13 +89,15 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         if arm not in ("configured", "off"):
             raise ConfigError(f"wash.measurement.arms: {arm!r} is neither 'configured' nor 'off'")
     the_gauge = gauge.load_gauge(dict(w.gauge))  # checked before any run starts
-    _washer(dict(w.washer))
+    washer_spec = _washer_spec(dict(w.washer), w.gates)
+    washer_model = _washer_model(cfg, sweep, dict(w.washer))
+    _washer(dict(w.washer), washer_model)
     make_operator(w.operator, ())
     gauge_name = w.gauge.get("name", "?")
     washer_name = w.washer.get("name", "?")
     family = {
         "measurement": asdict(m),
-        "washer": dict(w.washer),
+        "washer": washer_spec,
         "gauge": dict(w.gauge),
         "operator": w.operator,
         "gates": w.gates,
@@ -80,7 +119,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         "mlflow.source.git.commit": git_commit(sweep.root) or "unknown",
     }
     params = {**{k: v for k, v in tags.items() if not k.startswith(("washexp.", "mlflow.", "sweep"))}, **asdict(m)}
-    label = f"{m.name} · {washer_name} · gauge {gauge_name}"
+    label = f"{m.name} · {washer_name} · gauge {gauge_name}" + ("" if w.gates else " · gates off")
     config_yaml = public_config(cfg)
 
     if m.name == "sawtooth":
@@ -107,7 +146,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
             with tempfile.TemporaryDirectory(prefix="washexp-sawtooth-") as tmp:
                 muscle = tuple((n["id"], n["needle"]) for n in _feed_muscle(feed, m.sessions))
                 operator = make_operator(w.operator, muscle)
-                washer = _washer(dict(w.washer))
+                washer = _washer(dict(w.washer), washer_model)
 
                 def wash(store: Path):
                     return pipeline.wash(store, washer, the_gauge, operator, tier="full", gates=w.gates)
@@ -137,16 +176,19 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
             store: Store = stores[name]
             expected = json.loads((store.path / "expected.json").read_text(encoding="utf-8"))
             operator = make_operator(w.operator, tuple((n.id, n.needle) for n in store.expected.muscle))
-            washer, arm_gauge = _washer(dict(w.washer)), _gauge_for(arm, dict(w.gauge))
+            washer, arm_gauge = _washer(dict(w.washer), washer_model), _gauge_for(arm, dict(w.gauge))
 
             def wash(d: Path):
                 return pipeline.wash(d, washer, arm_gauge, operator, tier="full", gates=w.gates)
 
             with tempfile.TemporaryDirectory(prefix="washexp-wash-") as tmp:
                 scratch = rounds.scratch_copy(store.path, Path(tmp) / name, store.files)
+                start = caliper.measure(scratch).total_tokens_est
                 rds = rounds.loop(scratch, store.files, expected, name, wash, m.rounds, m.dry_stop, cfg.model.name)
             files = files_digest(store.path, ("*",))
-            return summary.store_rounds(rds, expected, config_yaml, {"fixture": files, "source": source})
+            result = summary.store_rounds(rds, expected, config_yaml, {"fixture": files, "source": source})
+            result.metrics.update(_tokens_cut(start, rds))
+            return result
 
         summarize = summary.measurement(m.name, config_yaml, manifest)
 

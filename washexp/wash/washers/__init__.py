@@ -1,8 +1,15 @@
 """The washers a wash can use, built by name from a config node (``conf/washer/*.yaml``).
 
 ``WASHERS`` maps a name to a lazy ``"module:object"`` entry, so this package never imports a
-washer it does not build. ``make_washer({"name": ..., **args})`` builds one; an unknown name, an
-unknown or missing argument, or a bad value is a one-line :class:`~washexp.errors.ConfigError`.
+washer it does not build. ``make_washer({"name": ..., **args}, model)`` builds one; an unknown
+name, an unknown or missing argument, or a bad value is a one-line
+:class:`~washexp.errors.ConfigError`.
+
+A washer class that calls a chat model says so with ``needs_model = True``: it is built with the
+sweep's model layer (``washexp.wash.washers.model``; ``model`` is never a config key), and a
+``prompts()`` that gives its prompt files' sha256, which :func:`washer_spec` adds to the spec that
+enters the run's identity. ``gates_off_only = True`` marks a control that runs only with
+``gates=false`` (:func:`check_gates`).
 
 Also here, shared by every washer: :class:`WasherError` (a washer that could not propose: the
 pipeline records a FAILED round) and :func:`entailed_drops` (the drops a plan's own edits entail,
@@ -28,6 +35,8 @@ WASHERS = Registry(
     {
         "reference": "washexp.wash.washers.reference:ReferenceWasher",
         "command": "washexp.wash.washers.command:CommandWasher",
+        "coalwash": "washexp.wash.washers.coalwash:CoalWashWasher",
+        "plain": "washexp.wash.washers.plain:PlainWasher",
     },
 )
 """``wash.washer.name`` -> the washer class; its constructor's keyword arguments are the config keys."""
@@ -72,22 +81,54 @@ def _plain(cfg: Mapping) -> dict[str, Any]:
     return data
 
 
-def make_washer(cfg: Mapping) -> Washer:
-    """The washer ``cfg`` names (``{name: ..., **args}``), built with the remaining keys as its
-    constructor's keyword arguments."""
-    data = _plain(cfg)
+def _class(data: dict[str, Any]) -> tuple[str, type]:
     name = data.pop("name", None)
     if not isinstance(name, str) or not name:
         raise ConfigError(f"washer: name must be one of {', '.join(WASHERS.names())}, got {name!r}")
-    cls = WASHERS.get(name)
+    return name, WASHERS.get(name)
+
+
+def needs_model(cfg: Mapping) -> bool:
+    """Whether the washer ``cfg`` names calls a chat model (then ``make_washer`` needs one)."""
+    _, cls = _class(_plain(cfg))
+    return bool(getattr(cls, "needs_model", False))
+
+
+def check_gates(cfg: Mapping, gates: bool) -> None:
+    """Refuse a control washer (``gates_off_only``) with the gates on: one line."""
+    name, cls = _class(_plain(cfg))
+    if gates and getattr(cls, "gates_off_only", False):
+        raise ConfigError(f"washer {name} is the no-CoalWash control and runs only with gates=false (add gates=false)")
+
+
+def washer_spec(cfg: Mapping) -> dict[str, Any]:
+    """The washer's spec as it enters a run's identity: its config, plus ``prompts`` (name ->
+    sha256 of each prompt file) for a washer that has prompts."""
+    data = _plain(cfg)
+    _, cls = _class(dict(data))
+    prompts = getattr(cls, "prompts", None)
+    return {**data, "prompts": prompts()} if prompts else data
+
+
+def make_washer(cfg: Mapping, model: Any = None) -> Washer:
+    """The washer ``cfg`` names (``{name: ..., **args}``), built with the remaining keys as its
+    constructor's keyword arguments, and ``model`` (the model layer) when it needs one."""
+    data = _plain(cfg)
+    name, cls = _class(data)
+    wants_model = bool(getattr(cls, "needs_model", False))
     params = {p.name: p for p in inspect.signature(cls).parameters.values() if p.kind is p.KEYWORD_ONLY}
+    params.pop("model", None)  # the model layer is passed in, never configured
     for key in data:
         if key not in params:
             raise ConfigError(unknown_name(f"washer {name} argument", str(key), list(params)))
     needed = [p for p, spec in params.items() if spec.default is spec.empty and p not in data]
     if needed:
         raise ConfigError(f"washer {name}: {', '.join(needed)} must be set")
+    if wants_model:
+        if model is None:
+            raise ConfigError(f"washer {name} needs a served model (model=openai model.name=... endpoint.base_url=...)")
+        return cls(model=model, **data)
     return cls(**data)
 
 
-__all__ = ["WASHERS", "WasherError", "entailed_drops", "make_washer"]
+__all__ = ["WASHERS", "WasherError", "check_gates", "entailed_drops", "make_washer", "needs_model", "washer_spec"]

@@ -1,0 +1,122 @@
+"""The model layer the model washers (``coalwash``, ``plain``) talk through.
+
+- :func:`open_model` builds it once per sweep from ``model.*`` (what the model is) and
+  ``endpoint.*`` (how it is reached): the shared :class:`~washexp.models.recorder.Recorder` in front
+  of the ``openai`` client, so every call is recorded content-addressed and
+  ``endpoint.replay=strict`` answers from the recordings alone (no client is even built).
+  ``model=reference`` has no chat model: a washer that needs one is refused in one line
+  (:class:`~washexp.errors.ConfigError`, exit 2) before any run starts.
+- :meth:`WasherModel.ask` is one fresh conversation: a single user message, no history, no
+  system prompt; the request carries the model's temperature, ``max_tokens`` and extra body, so
+  the same store state asks the same request and replays the same reply.
+- :class:`Meter` sums what the endpoint reported (prompt + completion tokens) over a proposal's
+  calls: the washer's own token cost. A replayed reply reports what was recorded, so a replay
+  costs what the run it replays cost; a reply without usage counts 0 and is counted apart.
+- Prompts are files in ``washexp/wash/prompts/``; :func:`prompt_digests` gives their sha256,
+  which enters the washer's spec and so the run's identity (a changed prompt is a new condition).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from washexp.errors import ConfigError
+from washexp.hashing import sha256_bytes
+from washexp.models.base import ChatRequest, ChatResponse
+from washexp.models.openai_client import OpenAIModel
+from washexp.models.recorder import Recorder
+
+PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
+SERVED = ("openai",)
+"""``model.backend`` values whose model a washer can call (``local`` joins when it is merged)."""
+
+
+def prompt(name: str) -> str:
+    return (PROMPTS / f"{name}.txt").read_text(encoding="utf-8")
+
+
+def prompt_digests(names: tuple[str, ...]) -> dict[str, str]:
+    """name -> sha256 of ``prompts/<name>.txt``."""
+    return {name: sha256_bytes((PROMPTS / f"{name}.txt").read_bytes()) for name in names}
+
+
+def fill(template: str, **values: Any) -> str:
+    """``{name}`` placeholders replaced in one pass: text put in (a store file holding ``{files}``)
+    is never filled again."""
+    return re.sub(r"\{(\w+)\}", lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)
+
+
+@dataclass
+class Meter:
+    """Token usage over one proposal's calls, as the endpoint reported it."""
+
+    tokens: int = 0
+    calls: int = 0
+    unreported: int = 0
+    """Replies that carried no usage (they count 0 tokens)."""
+
+    def add(self, reply: ChatResponse) -> ChatResponse:
+        self.calls += 1
+        if reply.prompt_tokens is None and reply.completion_tokens is None:
+            self.unreported += 1
+        self.tokens += (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
+        return reply
+
+
+@dataclass
+class WasherModel:
+    """A served model as a washer sees it: ``ask(text, role, meter)``."""
+
+    recorder: Any
+    """A :class:`Recorder` (``chat(request, task_id, role)``)."""
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def ask(self, text: str, role: str, meter: Meter) -> ChatResponse:
+        request = ChatRequest(
+            ({"role": "user", "content": text},), self.temperature, self.max_tokens, dict(self.extra_body)
+        )
+        return meter.add(self.recorder.chat(request, None, f"wash {role}"))
+
+    def close(self) -> None:
+        """Nothing to release (the openai client's pool closes with the process)."""
+
+
+def needs_served(washer: str, backend: str) -> None:
+    """Refuse a washer that needs a chat model on a backend that has none: one line."""
+    if backend == "reference":
+        raise ConfigError(
+            f"washer {washer} needs a served model: model=reference has none "
+            "(use model=openai model.name=... endpoint.base_url=...)"
+        )
+    if backend not in SERVED:
+        raise ConfigError(f"washer {washer}: model.backend={backend} cannot serve a washer yet (use model=openai)")
+
+
+def open_model(washer: str, model, endpoint, root: Path) -> WasherModel:
+    """The sweep's washer model (see the module docstring); ``model``/``endpoint`` are the config nodes."""
+    needs_served(washer, model.backend)
+    directory = Path(endpoint.recordings) if endpoint.recordings else root / "mlruns" / "recordings"
+    if not directory.is_absolute():
+        directory = root / directory
+    client = None
+    if endpoint.replay != "strict":  # strict never calls out
+        client = OpenAIModel(
+            model.name,
+            endpoint.base_url,
+            endpoint.api_key_env,
+            endpoint.timeout_s,
+            endpoint.max_retries,
+            endpoint.max_concurrency,
+        )
+    recorder = Recorder(client, model.name, directory, endpoint.replay)
+    return WasherModel(recorder, model.temperature, model.max_tokens, dict(model.extra_body or {}))
+
+
+def model_key(model, endpoint) -> str:
+    """What makes two jobs of one sweep share a washer model (and its call counts)."""
+    return repr(sorted({**asdict(model), **{f"endpoint.{k}": v for k, v in asdict(endpoint).items()}}.items()))

@@ -1,0 +1,73 @@
+"""``washer=plain``: the control a user gets without CoalWash. Run it with ``gates=false``.
+
+One model call per store file (``prompts/plain.txt``: "Compress this memory file. Keep every
+fact."), and the reply written back: one ``replace`` item of the whole file. No outsider, no
+insider, no second check, no keeps; the study refuses it with the gates on, so its runs measure
+what a plain compress loses when nothing stands between the model and the store (the pipeline's
+``gates=False``: no fidelity gate, no keeps, no LEAN stop; the apply still holds).
+
+The reply is written back as it came, with two transport-level exceptions: one code fence around
+the whole reply is taken off, and trailing line breaks are dropped (the file keeps its own final
+newline). A reply equal to the file proposes nothing. Left alone, with a note: an empty file
+(nothing to compress) and a ``pinned: true`` file (the apply refuses any edit of one, which would
+fail the whole round; a plain user's agent would not be stopped by it, so this is the one
+concession, and the note says so). Token cost: what the endpoint reported over the calls.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from washexp.wash.apply import is_pinned
+from washexp.wash.plan import Plan, PlanItem, split_lines
+from washexp.wash.washer import Keep, Proposal
+from washexp.wash.washers.model import Meter, WasherModel, fill, prompt, prompt_digests
+
+NAME = "plain"
+ROLES = ("plain",)
+REASON = "plain compress: the file as the model rewrote it"
+_FENCE = re.compile(r"\A```[^\n]*\n(.*?)\n?```\Z", re.DOTALL)
+
+
+def unwrap(reply: str) -> str:
+    """The reply without one fence around all of it and without trailing line breaks."""
+    m = _FENCE.match(reply.strip())
+    return (m.group(1) if m else reply).rstrip("\r\n")
+
+
+class PlainWasher:
+    """Each file compressed by one call and written back whole."""
+
+    name = NAME
+    needs_model = True
+    gates_off_only = True
+    """The study refuses this washer unless ``gates=false``: it is the no-CoalWash control."""
+
+    def __init__(self, *, model: WasherModel):
+        self.model = model
+
+    @staticmethod
+    def prompts() -> dict[str, str]:
+        return prompt_digests(ROLES)
+
+    def propose(self, files: dict[str, str], keeps: tuple[Keep, ...], scratch: Path) -> Proposal:
+        meter = Meter()
+        items, notes, artifacts = [], [], {}
+        for name, text in files.items():
+            lines = split_lines(text)
+            if not lines:
+                notes.append(f"plain: {name} is empty; nothing to compress")
+                continue
+            if is_pinned(text):
+                notes.append(f"plain: {name} is pinned; left alone (the apply would refuse the round)")
+                continue
+            reply = self.model.ask(fill(prompt("plain"), file=name, text=text), "plain", meter).text
+            artifacts[f"plain.{name}.txt"] = reply
+            after = unwrap(reply)
+            if after == text.rstrip("\r\n"):
+                continue
+            items.append(PlanItem(name, 1, len(lines), "over-verbose", REASON, "replace", after))
+        if meter.unreported:
+            notes.append(f"plain: {meter.unreported} of {meter.calls} replies reported no token usage (counted 0)")
+        return Proposal(Plan(tuple(items), (), NAME), meter.tokens, artifacts, (), tuple(notes))
