@@ -103,3 +103,14 @@ def test_a_failed_condition_stays_in_the_denominator_as_zero():
     assert m["primary/failed"] == 1 and m["primary/invalid"] == 0
     assert m["control/invalid"] == 1 and m["all/retention"] == 0.5
     assert "primary/fact_accuracy" not in m  # never measured: absent, not 0
+
+
+def test_arm_aggregates_do_not_depend_on_the_order_conditions_finished():
+    # Trap: under concurrency conditions finish in any order; a float sum in that order gave a
+    # replayed sweep different last digits (0.6222...221 against ...222).
+    per_task = {
+        t: {"retention": v, "contexts": 1.0, "contexts_valid": 1.0} for t, v in zip("abc", (0.1, 0.2, 0.3), strict=True)
+    }
+    cohorts = dict.fromkeys("abc", "control")
+    reversed_order = dict(reversed(per_task.items()))
+    assert arm_metrics(per_task, cohorts) == arm_metrics(reversed_order, cohorts)

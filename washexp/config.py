@@ -111,7 +111,13 @@ class Config:
     wash: Any = None
 
 
-SHORT_KEYS = {"topn": "compaction.topn", "task": "compaction.task", "phase": "compaction.phase"}
+SHORT_KEYS = {
+    "topn": "compaction.topn",
+    "task": "compaction.task",
+    "phase": "compaction.phase",
+    "h_impl": "compaction.method.h_impl",
+    "method.h_impl": "compaction.method.h_impl",  # the spelling the README and docs have always used
+}
 """What users type on the command line -> the family key it sets."""
 
 

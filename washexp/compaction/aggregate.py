@@ -46,6 +46,8 @@ def arm_metrics(per_task: dict[str, dict[str, float]], cohorts: dict[str, str]) 
     """Cohort aggregates of an arm: tasks weighted equally, a failed condition counted as 0
     (a failed condition's entry is ``{"failed": 1.0, "contexts": generations}``)."""
     out: dict[str, float] = {}
+    # Conditions finish in any order under concurrency; float sums must not depend on it.
+    per_task = dict(sorted(per_task.items()))
     measured = {k for m in per_task.values() for k in m}
     for key in _SCORES:
         if key not in measured:

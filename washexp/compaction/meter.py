@@ -77,7 +77,10 @@ class EndpointMeter:
             raise ModelError(f"endpoint.replay=strict: no recorded token count {key} in {self.dir}")
         else:
             found = self._count(messages)
-            _write(path, {"key": key, "model": self.model, "tokens": found.tokens, "source": found.source})
+            _write(
+                path,
+                {"key": key, "role": "tokenize", "model": self.model, "tokens": found.tokens, "source": found.source},
+            )
         self._seen[key] = found
         return found
 
