@@ -143,7 +143,8 @@ class _Handler(BaseHTTPRequestHandler):
         """The scripted tokenize routes (see the module doc); 404 when the script has none."""
         s, route = self.script, self.path.rstrip("/").rsplit("/", 1)[-1]
         with s.lock:
-            s.requests.append({"kind": "tokenize", "task": None, "body": body, "headers": dict(self.headers)})
+            headers = {k.title(): v for k, v in self.headers.items()}
+            s.requests.append({"kind": "tokenize", "task": None, "body": body, "headers": headers})
         if s.tokenize == "vllm" and route == "tokenize" and "messages" in body:
             return self._send(200, {"count": s.count_tokens(body["messages"]), "max_model_len": 32768})
         if s.tokenize == "llama.cpp" and route == "apply-template":
@@ -167,7 +168,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "kind": kind,
                     "task": task.id if task else None,
                     "body": body,
-                    "headers": dict(self.headers),
+                    "headers": {k.title(): v for k, v in self.headers.items()},  # names are case-insensitive
                     "forced": forced,
                 }
             )
