@@ -6,9 +6,19 @@ query), Jev (``prompts/jev.txt``), S (``prompts/summarize.txt``) and H (a checkp
 native or Hermes': "TURNS TO SUMMARIZE"). Replies by kind:
 
 - reader: ``Script.reader[task]``: ``correct`` (the expected facts, the default),
-  ``wrong_types`` (every value as the wrong JSON type) or ``malformed`` (prose around JSON);
-- Jev: a score per unit, or a malformed ranking for tasks in ``Script.bad_jev``;
-- S and H: a short scripted body (H's is a valid no-user checkpoint within any allowance).
+  ``wrong_types`` (every value as the wrong JSON type), ``malformed`` (prose around JSON) or
+  ``fenced`` (the correct object inside a code fence);
+- Jev: a score per unit; ``Script.jev[task]``: ``fenced`` (prose, then the object in a code
+  fence), ``malformed`` (every reply; also ``Script.bad_jev``) or ``malformed_first`` (only the
+  task's first Jev request);
+- S and H: a short scripted body (H's is a valid no-user checkpoint within any allowance);
+  ``Script.h[task] = "user_asked"`` attributes the work to a user instead;
+- sampling: S, H and Jev requests at a temperature above 0 get a reply that differs per request
+  (like a sampled generation); at temperature 0 the same request gets the same reply;
+- the tokenize routes (``Script.tokenize``): ``vllm`` (``POST /tokenize`` with messages ->
+  ``{"count"}``), ``llama.cpp`` (``POST /apply-template`` -> ``{"prompt"}``, ``POST /tokenize``
+  with content -> ``{"tokens"}``) or None (404, as DashScope or OpenAI). Counts are scripted
+  (the same formula as the chat replies' ``prompt_tokens``), never a tokenizer's.
 
 ``Script.forced`` holds behaviours for the next requests, whatever their kind: ``"429:<s>"``
 (with ``Retry-After: <s>``), ``"500"``, ``"408"``, ``"409"``, ``"400"``, ``"hang:<s>"`` (answer after s seconds,
@@ -46,6 +56,10 @@ class Script:
         self.forced: deque[str] = deque()
         self.reader: dict[str, str] = {}
         self.bad_jev: set[str] = set()
+        self.jev: dict[str, str] = {}
+        self.h: dict[str, str] = {}
+        self.tokenize: str | None = None
+        self.serial: dict[tuple[str, str | None], int] = {}
         self.tasks = {t.query: t for t in load_tasks(tasks_root)}
         self.requests: list[dict] = []
         self.lock = threading.Lock()
@@ -71,7 +85,7 @@ class Script:
             return "H", self.task_in(first)
         return "other", None
 
-    def reply(self, kind: str, task, messages: list[dict]) -> str:
+    def reply(self, kind: str, task, messages: list[dict], temperature: float = 0.0) -> str:
         prompt = messages[0].get("content") or ""
         if kind == "read":
             mode = self.reader.get(task.id, "correct") if task else "malformed"
@@ -80,17 +94,31 @@ class Script:
                 return json.dumps({"facts": {k: wrong_type(v) for k, v in expected.items()}})
             if mode == "malformed":
                 return "Here are the facts: " + json.dumps({"facts": expected})
+            if mode == "fenced":
+                return "```json\n" + json.dumps({"facts": expected}) + "\n```"
             return json.dumps({"facts": expected})
         units = prompt.count("\n### Unit ")
+        tid = task.id if task else None
+        with self.lock:
+            n = self.serial[kind, tid] = self.serial.get((kind, tid), -1) + 1
+        sample = n if temperature > 0 else 0  # a sampled generation differs; temperature 0 does not
         if kind == "Jev":
-            if task and task.id in self.bad_jev:
+            mode = "malformed" if tid in self.bad_jev else self.jev.get(tid)
+            if mode == "malformed" or (mode == "malformed_first" and n == 0):
                 return '{"scores": [50, "high"'
-            return json.dumps({"scores": [(i * 37) % 101 for i in range(units)]})
+            scores = json.dumps({"scores": [(i * 37 + sample) % 101 for i in range(units)]})
+            return f"Here is my rating.\n```json\n{scores}\n```\nDone." if mode == "fenced" else scores
         if kind == "S":
-            return S_BODY.format(n=units)
+            return S_BODY.format(n=units) + (f" (sample {sample})" if sample else "")
         if kind == "H":
-            return H_BODY
+            if self.h.get(tid) == "user_asked":
+                return "## Historical Task Snapshot\nUser asked: investigate the incident\n\n## Critical Context\n- x"
+            return H_BODY + (f" (sample {sample})" if sample else "")
         return "ok"
+
+    def count_tokens(self, messages: list[dict]) -> int:
+        """The scripted count: the chat replies' ``prompt_tokens`` formula."""
+        return sum(len(str(m.get("content") or "")) for m in messages) // 4
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -111,9 +139,26 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _tokenize(self, body: dict) -> None:
+        """The scripted tokenize routes (see the module doc); 404 when the script has none."""
+        s, route = self.script, self.path.rstrip("/").rsplit("/", 1)[-1]
+        with s.lock:
+            headers = {k.title(): v for k, v in self.headers.items()}
+            s.requests.append({"kind": "tokenize", "task": None, "body": body, "headers": headers})
+        if s.tokenize == "vllm" and route == "tokenize" and "messages" in body:
+            return self._send(200, {"count": s.count_tokens(body["messages"]), "max_model_len": 32768})
+        if s.tokenize == "llama.cpp" and route == "apply-template":
+            text = "\n".join(str(m.get("content") or "") for m in body["messages"])
+            return self._send(200, {"prompt": text})
+        if s.tokenize == "llama.cpp" and route == "tokenize" and "content" in body:
+            return self._send(200, {"tokens": list(range(len(body["content"]) // 4))})
+        self._send(404, {"error": {"message": f"scripted: no route {self.path}"}})
+
     def do_POST(self):  # noqa: N802 (http.server's naming)
         s = self.script
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if not self.path.endswith("/chat/completions"):
+            return self._tokenize(body)
         messages = body.get("messages") or [{}]
         kind, task = s.classify(messages)
         with s.lock:
@@ -123,7 +168,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "kind": kind,
                     "task": task.id if task else None,
                     "body": body,
-                    "headers": dict(self.headers),
+                    "headers": {k.title(): v for k, v in self.headers.items()},  # names are case-insensitive
                     "forced": forced,
                 }
             )
@@ -145,8 +190,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(int(forced), {"error": {"message": f"scripted status {forced}"}})
             elif forced == "400":
                 return self._send(400, {"error": {"message": "scripted: this model does not accept that request"}})
-            text = s.reply(kind, task, messages)
-            prompt_tokens = sum(len(str(m.get("content") or "")) for m in messages) // 4
+            text = s.reply(kind, task, messages, body.get("temperature") or 0.0)
+            prompt_tokens = s.count_tokens(messages)
             self._send(
                 200,
                 {

@@ -9,9 +9,10 @@ import pytest
 
 from washexp.compaction import h_native as hermes
 from washexp.compaction.aggregate import arm_metrics
-from washexp.compaction.condition import Arm, Sizes, outcome, run_condition
+from washexp.compaction.condition import Arm, outcome, run_condition, task_sizes
 from washexp.compaction.fixtures import load_task
 from washexp.compaction.frozen import FrozenCache
+from washexp.compaction.meter import LOCAL, Count
 from washexp.compaction.roles import roles_for
 from washexp.config import ModelConfig
 
@@ -56,19 +57,22 @@ def test_h_over_the_allowance_three_times_is_invalid(reference):
     assert artifacts["summary/g0.checkpoint.json"].count('"over_allowance"') == 3
 
 
-def test_h_no_shorter_than_full_is_invalid(reference):
+def test_h_no_shorter_than_full_is_invalid_by_the_count_that_decided(reference):
+    # The check uses the meter's counts, not the local ChatML estimate: a meter that counts H's
+    # context as large as Full's (equal is not fewer) makes H invalid, and says which count decided.
     task = load_task(FIXTURES / "package_versions")
-    real = run(task, Arm("H", 0), reference)[0]
-    sizes = Sizes(
-        evidence_tokens=0,
-        allowance=int(real["allowance"]),
-        protected_tokens=0,
-        full_input_tokens=int(real["input_tokens"]),
-        ceiling_base=10_000,
-        ceiling=10_000,
-    )
-    out = outcome(task, Arm("H", 0), reference, 0, sizes)
-    assert out.context is None and out.invalid.startswith(f"H input {int(real['input_tokens'])} >= Full")
+
+    def same_size(messages) -> Count:
+        return Count(500, "test meter: one size for every context")
+
+    cache = FrozenCache(dataclasses.replace(reference.roles, meter=same_size))
+    out = outcome(task, Arm("H", 0), cache, 0, task_sizes(task, cache, 1))
+    assert out.context is None and out.failed is None
+    assert out.invalid == "H input 500 >= Full 500 (test meter: one size for every context)"
+    assert out.check["source"] == "test meter: one size for every context"
+    # The same H with the real local meter (Qwen3's chat template) is shorter than Full: valid.
+    ok = outcome(task, Arm("H", 0), reference, 0, task_sizes(task, reference, 1))
+    assert ok.context is not None and ok.check["source"] == LOCAL and ok.check["h_alone"] < ok.check["full"]
 
 
 def test_s_is_never_filtered_even_when_it_grows(reference):
@@ -99,3 +103,14 @@ def test_a_failed_condition_stays_in_the_denominator_as_zero():
     assert m["primary/failed"] == 1 and m["primary/invalid"] == 0
     assert m["control/invalid"] == 1 and m["all/retention"] == 0.5
     assert "primary/fact_accuracy" not in m  # never measured: absent, not 0
+
+
+def test_arm_aggregates_do_not_depend_on_the_order_conditions_finished():
+    # Trap: under concurrency conditions finish in any order; a float sum in that order gave a
+    # replayed sweep different last digits (0.6222...221 against ...222).
+    per_task = {
+        t: {"retention": v, "contexts": 1.0, "contexts_valid": 1.0} for t, v in zip("abc", (0.1, 0.2, 0.3), strict=True)
+    }
+    cohorts = dict.fromkeys("abc", "control")
+    reversed_order = dict(reversed(per_task.items()))
+    assert arm_metrics(per_task, cohorts) == arm_metrics(reversed_order, cohorts)

@@ -2,21 +2,29 @@
 scripted local server, run as the real command line, then replayed with zero HTTP calls.
 
 Scripted: payment's reader returns the expected facts as the wrong JSON types (graded 0),
-backup's returns them right (graded 1), refactor's Jev ranking is malformed (every condition of
-refactor FAILED, counted as 0 in its cohort). H is the real Hermes method (h_impl=auto).
+backup's and refactor's return them right (graded 1); payment's Jev ranking comes in prose + a
+code fence (read as the object), refactor's first Jev reply is malformed (only that generation's
+Top-N >= 1 contexts fail; Full and Top 0 finish). H is the study's H (native, the default). The
+server offers vLLM's tokenize route, so H's "< Full" check is the endpoint's count. S, H and Jev
+are sampled (generation temperature 0.7): three distinct generations per task.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from tests.openai_server import H_BODY, Script, serve
 from washexp.compaction.context import follow_up
+from washexp.compaction.h_native import PROTOCOL
+from washexp.compaction.meter import ENDPOINT
 
 SECRET = "sk-test-SECRET-0123456789abcdef"
 TASKS = ("backup", "payment", "refactor")
@@ -54,7 +62,8 @@ def panel(tmp_path_factory):
     store.mkdir(), again.mkdir()
     script = Script()
     script.reader = {"payment": "wrong_types", "backup": "correct"}
-    script.bad_jev = {"refactor"}
+    script.jev = {"payment": "fenced", "refactor": "malformed_first"}
+    script.tokenize = "vllm"
     with serve(script) as url:
         first = _panel(url, store, root / "recordings")
         calls_first = script.count()
@@ -71,50 +80,95 @@ def test_thirteen_arms_full_once(panel):
     assert len(arms) == 13 and sum(r.info.run_name.startswith("Full") for r in arms) == 1
 
 
-def test_graded_as_scripted_and_failures_count_as_zero(panel):
+def test_graded_as_scripted_and_a_bad_ranking_fails_only_its_generations_top_n(panel):
     root, *_ = panel
     client, conditions = _runs(root, "condition")
+    assert all(run.info.status == "FINISHED" for run in conditions)  # no condition fails whole
     for run in conditions:
-        task = run.data.tags["task"]
-        if task == "refactor":
-            assert run.info.status == "FAILED"
-            assert "Jev reply is not JSON" in run.data.tags["washexp.error"]
-        else:
-            assert run.info.status == "FINISHED"
-            assert run.data.metrics["fact_accuracy"] == (1.0 if task == "backup" else 0.0)
+        task, m, topn = run.data.tags["task"], run.data.metrics, run.data.tags["topn"]
+        uses_ranking = task == "refactor" and topn not in ("n/a", "0")
+        assert m["contexts_failed"] == m["contexts_failed_jev"] == (1.0 if uses_ranking else 0.0), run.info.run_name
+        expected = {"backup": 1.0, "payment": 0.0, "refactor": 2 / 3 if uses_ranking else 1.0}[task]
+        assert m["fact_accuracy"] == pytest.approx(expected), run.info.run_name
     _, arms = _runs(root, "arm")
     for arm in arms:
-        m = arm.data.metrics
+        m, topn = arm.data.metrics, arm.data.tags["topn"]
         assert m["primary/fact_accuracy"] == 0.0  # payment: right values, wrong types
-        assert m["control/fact_accuracy"] == 0.5  # backup 1.0, refactor FAILED = 0, not dropped
-        assert m["control/failed"] == 1.0
+        # backup 1.0; refactor: one generation of three failed = 0, not dropped
+        assert m["control/fact_accuracy"] == pytest.approx(1.0 if topn in ("n/a", "0") else (1 + 2 / 3) / 2)
+        assert m["control/failed"] == 0.0 and m["control/invalid"] == 0.0
+
+
+def test_failure_reason_names_the_generation_and_the_fenced_ranking_was_read(panel):
+    root, *_ = panel
+    client, conditions = _runs(root, "condition")
+    run = next(r for r in conditions if r.info.run_name == "S top2 · refactor")
+    local = client.download_artifacts(run.info.run_id, "", str(root / "dl-fail"))
+    failures = json.loads(Path(local, "failures.json").read_text())
+    assert len(failures) == 1 and next(iter(failures.values()))["role"] == "Jev"
+    assert "Jev reply is not JSON" in next(iter(failures.values()))["reason"]
+    run = next(r for r in conditions if r.info.run_name == "S top2 · payment")
+    local = client.download_artifacts(run.info.run_id, "", str(root / "dl-fenced"))
+    assert len(json.loads(Path(local, "ranking", "g0.json").read_text())["selected"]) == 2
 
 
 def test_second_run_replays_every_call(panel):
     root, script, calls_first, calls_second, *_ = panel
-    kinds = {k: script.count(k) for k in ("read", "S", "Jev", "H")}
-    assert calls_first == sum(kinds.values()) and kinds["read"] > 0 and kinds["H"] > 0
-    assert calls_second == 0
+    kinds = {k: script.count(k) for k in ("read", "S", "Jev", "H", "tokenize")}
+    assert calls_first == sum(kinds.values()) and kinds["read"] > 0 and kinds["H"] > 0 and kinds["tokenize"] > 0
+    assert calls_second == 0  # the tokenize counts replay too
     _, again = _runs(root, "arm", "store-again")
     replayed = {r.info.run_name: r.data.metrics for r in again}
     assert len(replayed) == 13
     assert {r.info.run_name: r.data.metrics for r in _runs(root, "arm")[1]} == replayed
-    files = list((root / "recordings").rglob("*.json"))
-    assert len(files) == calls_first  # one record per distinct request
+    chat = [p for p in (root / "recordings").rglob("*.json") if "tokenize" not in p.parts]
+    assert len(chat) == calls_first - kinds["tokenize"]  # one record per distinct chat request
+    assert 0 < len(list((root / "recordings" / "tokenize").rglob("*.json"))) <= kinds["tokenize"]
 
 
-def test_hermes_summary_reaches_the_s_carrier(panel):
+def test_default_h_is_the_studys_and_reaches_the_s_carrier(panel):
     root, *_ = panel
     client, conditions = _runs(root, "condition")
     run = next(r for r in conditions if r.info.run_name == "H top0 · backup")
+    assert run.data.params["h_impl"] == "native" and "tail_mode=legacy" in run.data.params["h_label"]
     (root / "dl-h").mkdir()
     local = client.download_artifacts(run.info.run_id, "", str(root / "dl-h"))
     record = json.loads(Path(local, "summary", "g0.checkpoint.json").read_text())
-    assert record["impl"] == "hermes" and record["protocol"].startswith("hermes-agent==")
+    assert record["impl"] == "native" and record["protocol"] == PROTOCOL
+    assert record["full_check"]["source"] == ENDPOINT and record["full_check"]["h_alone"] < record["full_check"]["full"]
     context = json.loads(Path(local, "contexts", "g0.json").read_text())
     assert context[2]["content"].startswith("Summary:\n" + H_BODY)  # prefix stripped, same carrier
     h_requests = [r for r in script_requests(local) if r["role"] == "H"]
     assert h_requests and "TURNS TO SUMMARIZE" in h_requests[0]["request"]["messages"][0]["content"]
+    assert {r["request"]["temperature"] for r in h_requests} == {0.7}  # a sampled generation
+
+
+def test_record_reports_api_tokens_distinct_generations_and_method_notes(panel):
+    root, *_ = panel
+    out = root / "results"
+    proc = subprocess.run(
+        [sys.executable, "-m", "washexp.cli", "export", "--tracking-uri", f"sqlite:///{root / 'store' / 'mlflow.db'}"]
+        + ["--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads(next(out.glob("compaction-*.json")).read_text())
+    tables = record["tables"]
+    arms = {r["arm"]: r for r in tables["arms_control"]["rows"]}
+    assert arms["Full"]["api_input_tokens"] > 0 and arms["Full"]["api_reduction_pct"] == 0.0
+    assert arms["S top0"]["api_reduction_pct"] > 0 and arms["S top0"]["api_contexts_shortened"] == 6  # 2 tasks x 3
+    assert arms["S top2"]["api_contexts_shortened"] <= 5 and arms["S top2"]["contexts_failed"] == 1
+    assert {r["task"]: r["distinct_s"] for r in tables["generations"]["rows"]} == {t: 3 for t in TASKS}
+    failed = {(r["arm"], r["task"]): r["jev"] for r in tables["failed_contexts"]["rows"]}
+    assert failed == {(f"{m} top{n}", "refactor"): 1 for m in "SH" for n in range(1, 6)}
+    notes = " ".join(record["notes"])
+    # H top0..5 x 3 tasks x 3 generations, each judged before answering (and before any ranking)
+    assert "endpoint's tokenize route for 54 context(s) and by the local Qwen3 chat template for 0" in notes
+    assert "Jev ties go to the earlier unit" in notes and "units_kept" in notes
+    assert "generation temperature 0.7" in notes and "distinct S bodies" not in notes  # 3 of 3: no caveat
 
 
 def script_requests(local: str) -> list[dict]:

@@ -144,7 +144,8 @@ def test_no_secret_in_recordings_or_errors(server, tmp_path, monkeypatch):
     ("reply", "problem"),
     [
         ('{"scores": [10, 90"', "not JSON"),
-        ('```json\n{"scores": [10, 90]}\n```', "not JSON"),  # a fence is not strict JSON
+        # One fenced object is that object (issue 11, tests/test_study_fidelity.py); two are ambiguous.
+        ('```json\n{"scores": [10, 90]}\n```\n```json\n{"scores": [90, 10]}\n```', "not JSON"),
         ('{"scores": [10]}', "1 scores for 2 units"),
         ('{"scores": [10, true]}', "unit 2 is True"),  # Trap: bool is an int in Python
         ('{"scores": [10, 101]}', "unit 2 is 101"),

@@ -42,7 +42,14 @@ class ModelConfig:
     """Independently generated summary/ranking pairs per task."""
     answers_per_context: int = 2
     temperature: float = 0.0
+    """The reader's: the study answers at temperature zero."""
+    generation_temperature: float = 0.7
+    """S, H and Jev: the study's three *independently generated* summary/ranking pairs are
+    sampled (its "temperature zero" qualifies the answers). 0.7 is Qwen3's recommended
+    non-thinking temperature; 0 gives one deterministic generation, which the record then counts
+    as such. Unused by the deterministic reference backend."""
     max_tokens: int = 1024
+    """The output cap of every call (S, H on both paths, Jev, the reader)."""
     extra_body: dict[str, Any] = field(default_factory=dict)
 
 
@@ -65,9 +72,9 @@ class EndpointConfig:
 class MethodConfig:
     name: str = MISSING
     """``full``, ``S`` or ``H``."""
-    h_impl: str = "auto"
-    """For H: ``native`` (washexp's protocol implementation), ``hermes`` (the real package),
-    or ``auto`` (hermes with an LLM backend, native with the reference backend)."""
+    h_impl: str = "native"
+    """For H: ``native`` (the study's H: washexp's implementation of the ``tail_mode=legacy``
+    protocol; every backend's default) or ``hermes`` (hermes-agent as installed, labelled so)."""
 
 
 @dataclass
@@ -145,6 +152,7 @@ SHORT_KEYS = {
     "gates": "wash.gates",
     "rounds": "wash.measurement.rounds",
     "sessions": "wash.measurement.sessions",
+    "h_impl": "compaction.method.h_impl",
 }
 """What users type on the command line -> the family key it sets."""
 SHORT_PREFIXES = {

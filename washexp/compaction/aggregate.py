@@ -31,12 +31,23 @@ def cohort_means(task_scores: dict[str, float], cohorts: dict[str, str]) -> dict
 # Per-condition metrics an arm aggregates task by task (equal weights, failed = 0).
 _SCORES = ("retention", "retention_all_fields", "fact_accuracy", "all_fields_correct")
 _SUMS = ("contexts", "contexts_shortened", "contexts_valid", "input_tokens_total")
+_SUMS_IF_MEASURED = (
+    "contexts_failed",
+    "contexts_failed_s",
+    "contexts_failed_jev",
+    "contexts_failed_h",
+    "api_input_tokens_total",
+    "h_full_check_endpoint",
+    "h_full_check_local",
+)
 
 
 def arm_metrics(per_task: dict[str, dict[str, float]], cohorts: dict[str, str]) -> dict[str, float]:
     """Cohort aggregates of an arm: tasks weighted equally, a failed condition counted as 0
     (a failed condition's entry is ``{"failed": 1.0, "contexts": generations}``)."""
     out: dict[str, float] = {}
+    # Conditions finish in any order under concurrency; float sums must not depend on it.
+    per_task = dict(sorted(per_task.items()))
     measured = {k for m in per_task.values() for k in m}
     for key in _SCORES:
         if key not in measured:
@@ -51,10 +62,16 @@ def arm_metrics(per_task: dict[str, dict[str, float]], cohorts: dict[str, str]) 
             continue
         for key in _SUMS:
             out[f"{cohort}/{key}"] = sum(m.get(key, 0.0) for m in members)
+        for key in _SUMS_IF_MEASURED:
+            if key in measured:
+                out[f"{cohort}/{key}"] = sum(m.get(key, 0.0) for m in members)
         out[f"{cohort}/tasks"] = float(len(members))
         out[f"{cohort}/failed"] = float(sum(m.get("failed", 0.0) for m in members))
-        out[f"{cohort}/invalid"] = sum(m["contexts"] - m["contexts_valid"] for m in members if "failed" not in m)
-        for key in ("input_tokens", "reduction_pct"):  # means over the tasks that produced contexts
+        # Invalid: H's validity rules; a context whose role reply failed is counted apart.
+        out[f"{cohort}/invalid"] = sum(
+            m["contexts"] - m["contexts_valid"] - m.get("contexts_failed", 0.0) for m in members if "failed" not in m
+        )
+        for key in ("input_tokens", "reduction_pct", "api_input_tokens"):  # means over tasks with contexts
             values = [m[key] for m in members if key in m]
             if values:
                 out[f"{cohort}/{key}"] = sum(values) / len(values)

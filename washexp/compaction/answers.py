@@ -20,8 +20,11 @@ class Graded:
 
 
 def grade_answers(task: Task, gens, answers: int, where: dict) -> Graded:
-    """Wait for every answer of every generation, grade it; an invalid context scores 0 per answer."""
-    acc, correct, api_tokens, rows, keys, artifacts = [], [], [], [], [], {}
+    """Wait for every answer of every generation, grade it; a context that is not there scores 0
+    per answer. ``api_input_tokens``: the endpoint's own input count of each answered context
+    (``/g<N>`` per generation, the record compares them with Full's), mean and total."""
+    acc, correct, rows, keys, artifacts = [], [], [], [], {}
+    api_tokens: dict[int, float] = {}
     for gen in gens:
         if not gen.valid:
             acc.append([0.0] * answers)
@@ -34,7 +37,9 @@ def grade_answers(task: Task, gens, answers: int, where: dict) -> Graded:
                 {**where, "generation": gen.g, "answer": a, "field": f, "correct": ok, "malformed": gr.malformed}
                 for f, ok in gr.fields.items()
             ]
-        api_tokens += [r.prompt_tokens for r in replies if r.prompt_tokens is not None]
+        counted = [r.prompt_tokens for r in replies if r.prompt_tokens is not None]
+        if counted:  # one context, one size: the endpoint's count of its answers' (equal) requests
+            api_tokens[gen.g] = mean(counted)
         keys += [r.key for r in replies if r.key]
         artifacts[f"answers/g{gen.g}.json"] = to_json(
             [
@@ -47,6 +52,8 @@ def grade_answers(task: Task, gens, answers: int, where: dict) -> Graded:
     metrics = {
         "fact_accuracy": task_score(acc),
         "all_fields_correct": task_score(correct),
-        "api_input_tokens": mean(api_tokens),
+        "api_input_tokens": mean(api_tokens.values()),
+        "api_input_tokens_total": float(sum(api_tokens.values())) if api_tokens else None,
+        **{f"api_input_tokens/g{g}": t for g, t in api_tokens.items()},
     }
     return Graded(metrics, artifacts, {"grades.json": rows}, keys)

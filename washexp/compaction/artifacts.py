@@ -1,5 +1,5 @@
-"""A condition's artifacts per generation: the summary and ranking used, H's attempts, the
-context and what it is missing."""
+"""A condition's artifacts per generation: the summary and ranking used (or why they failed),
+H's attempts and its "fewer than Full" check, the context and what it is missing."""
 
 from __future__ import annotations
 
@@ -17,17 +17,22 @@ def to_json(obj: Any) -> str:
     return json.dumps(obj, indent=1, ensure_ascii=False, sort_keys=False) + "\n"
 
 
-def frozen_artifacts(task: Task, arm, gens, frozen, impl: str) -> dict[str, str]:
-    """``frozen``: the generations' :class:`~washexp.compaction.frozen.Frozen` (empty for Full)."""
+def frozen_artifacts(task: Task, arm, gens, parts: dict[str, list], impl: str) -> dict[str, str]:
+    """``parts``: the generations' frozen S, ranking and H (:class:`~washexp.compaction.frozen.Made`;
+    empty lists for Full)."""
     out = {}
     for gen in gens:
         g = gen.g
         if gen.outcome.summary is not None:
             out[f"summary/g{g}.txt"] = gen.outcome.summary
-        if arm.method != "full":
-            out[f"ranking/g{g}.json"] = to_json(ranking(task, frozen[g].scores, arm.topn))
-            if arm.method == "H":
-                out[f"summary/g{g}.checkpoint.json"] = to_json(checkpoint_record(frozen[g].h.get(impl), impl))
+        if parts["Jev"]:
+            made = parts["Jev"][g]
+            record = ranking(task, made.value, arm.topn) if made.ok else {"failure": made.failure}
+            out[f"ranking/g{g}.json"] = to_json(record)
+        if parts["H"]:
+            made = parts["H"][g]
+            record = checkpoint_record(made.value, impl) if made.ok else {"impl": impl, "failure": made.failure}
+            out[f"summary/g{g}.checkpoint.json"] = to_json({**record, "full_check": gen.outcome.check})
         if gen.valid:
             out[f"contexts/g{g}.json"] = to_json(list(gen.outcome.context.messages))
             out[f"retention/g{g}.json"] = to_json(gen.missing)
@@ -51,6 +56,7 @@ def checkpoint_record(cp: Checkpoint | None, impl: str) -> dict:
     return {
         "impl": impl,
         "protocol": protocol,
+        "source_sha256": h_hermes.source_sha256() if impl == "hermes" else None,
         "valid": cp.valid,
         "failure": cp.failure,
         "attempts": [asdict(a) for a in cp.attempts],

@@ -1,26 +1,23 @@
 """One compaction condition: a task under an arm (Full, or S/H + Jev Top N), every generation.
 
-Data flows one way: task -> frozen summary and ranking -> context -> (answers -> grades) ->
-metrics, artifacts and tables (a :class:`ConditionResult`). An invalid generation scores 0 and
-stays in.
+Data flows one way: task -> frozen parts (S, ranking, H) -> context -> (answers -> grades) ->
+metrics, artifacts and tables (a :class:`ConditionResult`). A context uses only what it needs:
+Full nothing but the reader, Top 0 no ranking. A context is *invalid* when H breaks a validity
+rule, *failed* when a part it uses failed (a role's unusable reply); both score 0 and stay in.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass
 
 from washexp.compaction import budget
-from washexp.compaction.aggregate import mean
 from washexp.compaction.answers import grade_answers
 from washexp.compaction.artifacts import frozen_artifacts, to_json
-from washexp.compaction.context import Context, evidence_tokens, full_context, fused_context, protected_tokens
+from washexp.compaction.context import evidence_tokens, full_context, fused_context, protected_tokens
 from washexp.compaction.fixtures import Task
 from washexp.compaction.frozen import FrozenCache
+from washexp.compaction.generation import Generation, Outcome, condition_metrics, generation
 from washexp.compaction.jev import top_n
-from washexp.compaction.retention import retained_fields, retention
-from washexp.compaction.roles import ReadJob
 from washexp.tokens import count
 
 CEILING_TOPN = 5
@@ -47,71 +44,69 @@ class Arm:
 
 @dataclass(frozen=True)
 class Sizes:
-    """The per-task sizes fixed before answering."""
+    """The per-task sizes fixed before answering (no ceiling for Full: it needs S)."""
 
     evidence_tokens: int
     allowance: int
     protected_tokens: int
     full_input_tokens: int
-    ceiling_base: int
-    ceiling: int
+    ceiling_base: int | None
+    ceiling: int | None
 
 
-def task_sizes(task: Task, cache: FrozenCache, generations: int) -> Sizes:
+def task_sizes(task: Task, cache: FrozenCache, generations: int, full_only: bool = False) -> Sizes:
+    """The allowance comes from source length alone; the ceiling is enlarged to fit the S
+    contexts that exist: S + Top 5 of each generation whose S and ranking succeeded, S alone
+    where only the ranking failed, nothing from a failed S."""
     evidence = evidence_tokens(task)
     allow = budget.allowance(evidence)
     protected = protected_tokens(task)
-    unit_tokens = [count(u.render()) for u in task.units]
-    frozen = cache.roles.each(lambda g: cache.get(task, g, allow), generations)
-    s_largest = max(fused_context(task, f.s_summary, top_n(f.scores, CEILING_TOPN)).input_tokens for f in frozen)
-    ceil = budget.ceiling(protected, allow, unit_tokens, s_largest)
-    return Sizes(evidence, allow, protected, full_context(task).input_tokens, ceil.base, ceil.value)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One generation's context (or the reason it is invalid)."""
-
-    context: Context | None
-    invalid: str | None
-    summary: str | None
+    full = full_context(task).input_tokens
+    if full_only:
+        return Sizes(evidence, allow, protected, full, None, None)
+    n = generations
+    parts = cache.roles.each(lambda i: cache.summary(task, i, allow) if i < n else cache.ranking(task, i - n), 2 * n)
+    s_contexts = [
+        fused_context(task, s.value, top_n(r.value, CEILING_TOPN) if r.ok else []).input_tokens
+        for s, r in zip(parts[:n], parts[n:], strict=True)
+        if s.ok
+    ]
+    ceil = budget.ceiling(protected, allow, [count(u.render()) for u in task.units], max(s_contexts, default=0))
+    return Sizes(evidence, allow, protected, full, ceil.base, ceil.value)
 
 
 def outcome(task: Task, arm: Arm, cache: FrozenCache, g: int, sizes: Sizes, impl: str = "native") -> Outcome:
+    """One generation's context, or why it is invalid (H's rules) or failed (a part it uses)."""
     if arm.method == "full":
-        return Outcome(full_context(task), None, None)
-    frozen = cache.get(task, g, sizes.allowance)
-    selected = top_n(frozen.scores, arm.topn)
+        return Outcome(full_context(task))
     if arm.method == "S":  # S is never filtered: whether it shrinks is reported, not enforced
-        return Outcome(fused_context(task, frozen.s_summary, selected), None, frozen.s_summary)
-    cp = cache.checkpoint(task, g, sizes.allowance, impl)
-    if not cp.valid:
-        return Outcome(None, cp.failure, cp.last_body)
-    alone = fused_context(task, cp.body, [])
-    if alone.input_tokens > sizes.ceiling:
-        return Outcome(None, f"H input {alone.input_tokens} > ceiling {sizes.ceiling}", cp.body)
-    if alone.input_tokens >= sizes.full_input_tokens:
-        return Outcome(None, f"H input {alone.input_tokens} >= Full {sizes.full_input_tokens}", cp.body)
-    return Outcome(fused_context(task, cp.body, selected), None, cp.body)
-
-
-@dataclass
-class Generation:
-    """One generation of a condition: its context, what it retains, and its answers."""
-
-    g: int
-    outcome: Outcome
-    missing: dict[str, list[str]]
-    """Field -> needles missing from the context (all of them when the context is invalid)."""
-    answers: list[Future] = field(default_factory=list)
-
-    @property
-    def valid(self) -> bool:
-        return self.outcome.context is not None
-
-    @property
-    def retention(self) -> float:
-        return retention(self.missing) if self.valid else 0.0
+        s = cache.summary(task, g, sizes.allowance)
+        if not s.ok:
+            return Outcome(None, s.failure, failed="S")
+        summary, check = s.value, None
+    else:
+        h = cache.checkpoint(task, g, sizes.allowance, impl)
+        if not h.ok:
+            return Outcome(None, h.failure, failed="H")
+        cp = h.value
+        if not cp.valid:
+            return Outcome(None, cp.failure, cp.last_body)
+        alone = fused_context(task, cp.body, [])
+        if alone.input_tokens > sizes.ceiling:
+            return Outcome(None, f"H input {alone.input_tokens} > ceiling {sizes.ceiling}", cp.body)
+        # The study's "fewer actual API input tokens than Full", judged before answering.
+        mine, full = cache.roles.meter(alone.messages), cache.roles.meter(full_context(task).messages)
+        check = {"source": mine.source, "h_alone": mine.tokens, "full": full.tokens}
+        if mine.tokens >= full.tokens:
+            return Outcome(None, f"H input {mine.tokens} >= Full {full.tokens} ({mine.source})", cp.body, check=check)
+        summary = cp.body
+    selected: list[int] = []
+    if arm.topn:
+        ranking = cache.ranking(task, g)
+        if not ranking.ok:
+            return Outcome(None, ranking.failure, summary, failed="Jev", check=check)
+        selected = top_n(ranking.value, arm.topn)
+    return Outcome(fused_context(task, summary, selected), None, summary, check=check)
 
 
 @dataclass(frozen=True)
@@ -123,40 +118,23 @@ class ConditionResult:
     row per answer and field, when a reader exists), logged as MLflow tables."""
 
 
-def _generation(task: Task, arm: Arm, cache: FrozenCache, g: int, sizes: Sizes, impl: str, answers: int):
-    out = outcome(task, arm, cache, g, sizes, impl)
-    missing = (
-        retained_fields(task, out.context.evidence_text)
-        if out.context
-        else {f: list(n) for f, n in task.needles.items()}
-    )
-    gen = Generation(g, out, missing)
-    roles = cache.roles
-    if roles.read and gen.valid:  # an invalid context is never answered: every answer scores 0
-        job = [ReadJob(task.id, out.context.messages, g, a) for a in range(answers)]
-        gen.answers = (
-            [roles.pool.submit(roles.read, j) for j in job] if roles.pool else [_done(roles.read, j) for j in job]
-        )
-    return gen
-
-
-def _done(fn, arg) -> Future:
-    future: Future = Future()
-    future.set_result(fn(arg))
-    return future
-
-
 def run_condition(
     task: Task, arm: Arm, cache: FrozenCache, generations: int, answers: int, h_impl: str = "native"
 ) -> ConditionResult:
     """Metrics, artifacts and MLflow tables of one condition (see :class:`ConditionResult`)."""
-    sizes = task_sizes(task, cache, generations)
+    roles = cache.roles
+    sizes = task_sizes(task, cache, generations, full_only=arm.method == "full")
     if arm.method == "H":  # the checkpoints of all generations at once
-        cache.roles.each(lambda g: cache.checkpoint(task, g, sizes.allowance, h_impl), generations)
-    gens = [_generation(task, arm, cache, g, sizes, h_impl, answers) for g in range(generations)]
+        roles.each(lambda g: cache.checkpoint(task, g, sizes.allowance, h_impl), generations)
+    gens: list[Generation] = [
+        generation(task, outcome(task, arm, cache, g, sizes, h_impl), g, roles, answers) for g in range(generations)
+    ]
     where = {"task": task.id, "method": arm.method, "topn": arm.topn}
-    frozen = [cache.get(task, gen.g, sizes.allowance) for gen in gens] if arm.method != "full" else []
-    artifacts = {"sizes.json": to_json(asdict(sizes)), **frozen_artifacts(task, arm, gens, frozen, h_impl)}
+    parts = _parts(task, arm, cache, generations, sizes, h_impl)
+    artifacts = {"sizes.json": to_json(asdict(sizes)), **frozen_artifacts(task, arm, gens, parts, h_impl)}
+    failures = {f"g{gen.g}": {"role": gen.outcome.failed, "reason": gen.outcome.invalid} for gen in gens}
+    if any(gen.outcome.failed for gen in gens):
+        artifacts["failures.json"] = to_json({g: f for g, f in failures.items() if f["role"]})
     tables = {
         "retention.json": [
             {
@@ -171,37 +149,28 @@ def run_condition(
             for f, m in gen.missing.items()
         ]
     }
-    tokens = [gen.outcome.context.input_tokens for gen in gens if gen.valid]
-    metrics: dict[str, Any] = {
-        "retention": mean(gen.retention for gen in gens),
-        "retention_all_fields": mean(float(gen.valid and not any(gen.missing.values())) for gen in gens),
-        "valid": mean(gen.valid for gen in gens),
-        "contexts": float(generations),
-        "contexts_valid": float(sum(gen.valid for gen in gens)),
-        "input_tokens": mean(tokens),
-        "input_tokens_total": float(sum(tokens)),
-        "contexts_shortened": float(sum(t < sizes.full_input_tokens for t in tokens)),
-        "reduction_pct": mean(100.0 * (sizes.full_input_tokens - t) / sizes.full_input_tokens for t in tokens),
-        "units_kept": mean(len(gen.outcome.context.units) for gen in gens if gen.valid),
-        "units_total": float(len(task.units)),
-        "summary_tokens": mean(count(gen.outcome.summary) for gen in gens if gen.outcome.summary is not None),
-        "allowance": float(sizes.allowance),
-        "ceiling": float(sizes.ceiling),
-        "ceiling_enlarged": float(sizes.ceiling > sizes.ceiling_base),
-        "full_input_tokens": float(sizes.full_input_tokens),
-    }
-    keys = [k for g in range(generations) for k in cache.get(task, g, sizes.allowance).keys]
-    if arm.method == "H":
-        keys += [k for f in frozen for k in f.h[h_impl].keys]
-    if cache.roles.read:
+    metrics = condition_metrics(task, gens, sizes, parts)
+    keys = [k for made in (*parts["S"], *parts["Jev"], *parts["H"]) for k in made.keys]
+    if roles.read:
         graded = grade_answers(task, gens, answers, where)
         metrics |= graded.metrics
         artifacts |= graded.artifacts
         tables |= graded.tables
         keys += graded.keys
-    if cache.roles.recording:
+    if roles.recording:
         for key in dict.fromkeys(keys):
-            record = cache.roles.recording(key)
+            record = roles.recording(key)
             if record is not None:
                 artifacts[f"requests/{key}.json"] = to_json(record)
     return ConditionResult({k: v for k, v in metrics.items() if v is not None}, artifacts, tables)
+
+
+def _parts(task: Task, arm: Arm, cache: FrozenCache, n: int, sizes: Sizes, impl: str) -> dict[str, list]:
+    """The frozen parts behind a condition (already made: sizing and the outcomes made them)."""
+    if arm.method == "full":
+        return {"S": [], "Jev": [], "H": []}
+    return {
+        "S": [cache.summary(task, g, sizes.allowance) for g in range(n)],
+        "Jev": [cache.ranking(task, g) for g in range(n)],
+        "H": [cache.checkpoint(task, g, sizes.allowance, impl) for g in range(n)] if arm.method == "H" else [],
+    }

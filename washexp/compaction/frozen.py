@@ -1,16 +1,22 @@
-"""What every condition of a task shares for one generation: S, the Jev scores and H.
+"""What the conditions of a task share for one generation: S, the Jev scores and H, each on its own.
 
-They are produced once per task and generation and kept for the sweep, so they are
-byte-identical across every N (an LLM backend's recorder freezes them across processes as well).
-The cache lives as long as the roles that fill it: one per sweep, passed in.
+Each is produced once per task and generation and kept for the sweep, so it is byte-identical
+across every N (an LLM backend's recorder freezes it across processes as well). Each is made
+independently of the others: a reply a role cannot use (a :class:`ValueError`, e.g. a malformed
+ranking) is kept as that part's failure, and only the contexts of that generation that use the
+part fail (Full uses none of them, Top 0 no ranking). An unreachable model (``ModelError``) is
+not a reply: it propagates and stops the run. The cache lives as long as the roles that fill it:
+one per sweep, passed in.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from washexp.compaction import h_native
+from washexp.compaction import h_hermes, h_native
 from washexp.compaction.checkpoint import Checkpoint
 from washexp.compaction.context import to_wire
 from washexp.compaction.fixtures import Task
@@ -18,66 +24,100 @@ from washexp.compaction.roles import RankJob, Roles, SummaryJob
 from washexp.errors import ConfigError
 
 H_IMPLS = ("native", "hermes")
+T = TypeVar("T")
 
 
-@dataclass
-class Frozen:
-    """One task's generation: the S summary, the Jev scores, H by implementation."""
+@dataclass(frozen=True)
+class Made(Generic[T]):
+    """One part of a generation: its value, or why the role's reply could not be used."""
 
-    s_summary: str
-    scores: list[float]
-    keys: tuple[str, ...]
-    """The recordings behind S and the scores (every arm's sizes depend on them)."""
-    h: dict[str, Checkpoint] = field(default_factory=dict)
+    value: T | None
+    failure: str | None = None
+    keys: tuple[str, ...] = ()
+    """The recordings behind it (the failed reply's too)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
 
 
 def h_impl_for(roles: Roles, requested: str) -> str:
-    """``method.h_impl`` resolved: ``auto`` is the real Hermes when the backend has it."""
+    """``method.h_impl``: ``native`` (the study's H, the default) or ``hermes`` (as installed)."""
     if requested == "auto":
-        return "hermes" if roles.hermes_checkpoint else "native"
+        raise ConfigError(
+            "method.h_impl=auto is gone: the study's H is method.h_impl=native (the default); "
+            "method.h_impl=hermes runs hermes-agent as installed"
+        )
     if requested not in H_IMPLS:
-        raise ConfigError(f"method.h_impl={requested!r}: expected auto, native or hermes")
+        raise ConfigError(f"method.h_impl={requested!r}: expected native or hermes")
     if requested == "hermes" and roles.hermes_checkpoint is None:
         raise ConfigError("method.h_impl=hermes needs an LLM backend (model=openai) and hermes-agent")
     return requested
 
 
+def h_label(impl: str) -> str:
+    """What H is, as params and records name it."""
+    if impl == "native":
+        return f"{h_native.PROTOCOL} (the study's H: washexp's implementation of tail_mode=legacy)"
+    return f"hermes-agent {h_hermes.version()} as installed (compressor sha256 {h_hermes.source_sha256()})"
+
+
+def _made(role: str, make: Callable[[], T], keys: Callable[[T], tuple[str, ...]]) -> Made[T]:
+    try:
+        value = make()
+    except ValueError as err:
+        key = getattr(err, "key", None)
+        return Made(None, f"{role}: {err}", (key,) if key else ())
+    return Made(value, None, keys(value))
+
+
 class FrozenCache:
-    """S, Jev and H per (task, generation), computed once for the roles it was made with."""
+    """S, Jev and H per (task, generation), each computed once for the roles it was made with."""
 
     def __init__(self, roles: Roles):
         self.roles = roles
-        self._items: dict[tuple[str, int], Frozen] = {}
+        self._items: dict[tuple, Made] = {}
         self._locks: dict[tuple, threading.Lock] = {}
         self._guard = threading.Lock()
 
-    def _lock(self, key: tuple) -> threading.Lock:
+    def _once(self, key: tuple, make: Callable[[], Made]) -> Made:
         with self._guard:
-            return self._locks.setdefault(key, threading.Lock())
-
-    def get(self, task: Task, generation: int, allowance: int) -> Frozen:
-        key = (task.digest, generation)
-        with self._lock(key):
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
             if key not in self._items:
-                s = self.roles.summarize(SummaryJob(task.id, task.query, task.units, allowance, generation))
-                ranking = self.roles.rank(RankJob(task.id, task.query, task.units, generation))
-                if len(ranking.scores) != len(task.units):
-                    raise ValueError(f"ranker returned {len(ranking.scores)} scores for {len(task.units)} units")
-                keys = tuple(k for k in (s.key, ranking.key) if k)
-                self._items[key] = Frozen(s_summary=s.text.strip(), scores=ranking.scores, keys=keys)
+                self._items[key] = make()
             return self._items[key]
 
-    def checkpoint(self, task: Task, generation: int, allowance: int, impl: str) -> Checkpoint:
+    def summary(self, task: Task, generation: int, allowance: int) -> Made[str]:
+        def make() -> Made[str]:
+            job = SummaryJob(task.id, task.query, task.units, allowance, generation)
+            reply = _made("S", lambda: self.roles.summarize(job), lambda r: (r.key,) if r.key else ())
+            return Made(reply.value.text.strip(), None, reply.keys) if reply.ok else reply
+
+        return self._once(("S", task.digest, generation, allowance), make)
+
+    def ranking(self, task: Task, generation: int) -> Made[list[float]]:
+        def rank() -> list[float]:
+            ranking = self.roles.rank(RankJob(task.id, task.query, task.units, generation))
+            if len(ranking.scores) != len(task.units):
+                raise ValueError(f"ranker returned {len(ranking.scores)} scores for {len(task.units)} units")
+            return ranking
+
+        def make() -> Made[list[float]]:
+            made = _made("Jev", rank, lambda r: (r.key,) if r.key else ())
+            return Made(made.value.scores, None, made.keys) if made.ok else made
+
+        return self._once(("Jev", task.digest, generation), make)
+
+    def checkpoint(self, task: Task, generation: int, allowance: int, impl: str) -> Made[Checkpoint]:
         """H of one generation; it sees only the pre-final evidence history, with the original
         task as its focus."""
-        frozen = self.get(task, generation, allowance)
-        with self._lock((task.digest, generation, impl)):
-            if impl not in frozen.h:
-                if impl == "hermes":
-                    turns = [to_wire(m) for m in task.history]
-                    cp = self.roles.hermes_checkpoint(task.id, generation, turns, task.query, allowance)
-                else:
-                    writer = self.roles.checkpoint_writer(task.id, generation)
-                    cp = h_native.generate_checkpoint(list(task.history), task.query, allowance, writer)
-                frozen.h[impl] = cp
-            return frozen.h[impl]
+
+        def write() -> Checkpoint:
+            if impl == "hermes":
+                turns = [to_wire(m) for m in task.history]
+                return self.roles.hermes_checkpoint(task.id, generation, turns, task.query, allowance)
+            writer = self.roles.checkpoint_writer(task.id, generation)
+            return h_native.generate_checkpoint(list(task.history), task.query, allowance, writer)
+
+        return self._once(("H", task.digest, generation, allowance, impl), lambda: _made("H", write, lambda c: c.keys))

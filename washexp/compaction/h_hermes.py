@@ -1,6 +1,14 @@
-"""H through the real Hermes: ``agent.context_compressor.ContextCompressor._generate_summary``
-from the installed ``hermes-agent`` package (``method.h_impl=hermes``; the default H with an LLM
-backend).
+"""H through hermes-agent as installed: ``agent.context_compressor.ContextCompressor._generate_summary``
+(``method.h_impl=hermes``; never the default).
+
+It is not the study's H: the study uses ``tail_mode=legacy``, and hermes-agent 0.19 predates
+``tail_mode`` (the older checkpoint template with its four "Historical ..." sections, no no-user
+sentinel, no provenance validation; shared/reference/hermes-checkpoint.md, versions A and B).
+So params and records label it "hermes-agent <version> as installed" with the sha256 of the
+compressor source it ran (:func:`source_sha256`), and the study's rules are applied around it
+exactly as around washexp's own implementation (``h_native``, the default H): its body passes the
+same provenance validation, a provenance failure ends the attempts, and its model calls get the
+same output cap (``model.max_tokens``; Hermes itself sends none).
 
 What is Hermes' own and what is the study's:
 
@@ -26,12 +34,15 @@ What is Hermes' own and what is the study's:
 from __future__ import annotations
 
 import datetime
+import functools
+import hashlib
 import importlib.metadata
+import importlib.util
 import threading
 from collections.abc import Callable
 from types import SimpleNamespace
 
-from washexp.compaction import checkpoint
+from washexp.compaction import checkpoint, h_native
 from washexp.compaction.checkpoint import Checkpoint
 from washexp.models.base import ChatResponse
 
@@ -59,8 +70,18 @@ def version() -> str | None:
         return None
 
 
+@functools.cache
+def source_sha256() -> str | None:
+    """sha256 of the installed ``agent/context_compressor.py``: the code this H ran."""
+    spec = importlib.util.find_spec("agent.context_compressor") if version() else None
+    if spec is None or not spec.origin:
+        return None
+    with open(spec.origin, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def protocol() -> str:
-    return f"hermes-agent=={version()} ContextCompressor._generate_summary (study budget)"
+    return f"hermes-agent=={version()} as installed, ContextCompressor._generate_summary (study budget)"
 
 
 def _install() -> None:
@@ -160,10 +181,11 @@ def generate_checkpoint(
     def body_for(k: int, target: int, words: int) -> str | None:
         return summarize_once(turns, focus, target, words, recorded, model_name)
 
+    has_user = h_native.has_real_user_turn(turns)
     return checkpoint.generate(
         allowance,
         body_for,
-        lambda body: None,
+        lambda body: h_native.validate_provenance(body, has_user),
         label="H (Hermes)",
         empty="Hermes returned no summary",
         attempts=attempts,

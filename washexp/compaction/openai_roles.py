@@ -2,12 +2,16 @@
 
 - S: ``prompts/summarize.txt``, the task and every unit -> summary text;
 - Jev: ``prompts/jev.txt``, the task and every unit (nothing else) -> ``{"scores": [...]}``,
-  parsed strictly: anything but one JSON object with exactly one number from 0 to 100 per unit
-  is a ``ValueError`` (the condition is recorded as failed; there is no fallback ranking);
+  read as ``compaction.replies`` reads an internal role (the object, bare or in one code fence),
+  then checked strictly: anything but one object with exactly one number from 0 to 100 per unit
+  is a :class:`ReplyError` (that generation's Top-N >= 1 contexts fail; no fallback ranking);
 - H: the checkpoint writer sends ``CheckpointRequest.prompt`` as one user message (native), and
-  ``hermes`` runs the real Hermes method with its call routed here (``compaction.h_hermes``);
-- the reader: the context messages as they are, two answers per context at the config's
-  temperature; ``prompt_tokens`` is the endpoint's own count.
+  ``hermes`` runs hermes-agent's method as installed with its call routed here
+  (``compaction.h_hermes``); both are capped at ``model.max_tokens``;
+- S, H and Jev are the study's independent generations: sampled at
+  ``model.generation_temperature``; the reader answers at ``model.temperature`` (0, the study's
+  "temperature zero"); ``prompt_tokens`` is the endpoint's own count;
+- the meter: the endpoint's tokenize route, else Qwen3's chat template (``compaction.meter``).
 
 S, Jev and H requests are built from the task's query and units (or turns) only: the follow-up
 and the expected values never reach them. Every call goes through the recorder.
@@ -15,16 +19,17 @@ and the expected values never reach them. Every call goes through the recorder.
 
 from __future__ import annotations
 
-import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from washexp.compaction import h_hermes
 from washexp.compaction.context import prompt, prompt_digests
-from washexp.compaction.roles import Ranking, RankJob, ReadJob, Roles, SummaryJob
+from washexp.compaction.meter import EndpointMeter, Meter, local_meter
+from washexp.compaction.replies import NOT_JSON, role_json
+from washexp.compaction.roles import Ranking, RankJob, ReadJob, ReplyError, Roles, SummaryJob
 from washexp.models.base import ChatRequest, ChatResponse
-from washexp.models.openai_client import OpenAIModel
+from washexp.models.openai_client import OpenAIModel, api_key
 from washexp.models.recorder import Recorder
 
 log = logging.getLogger("washexp")
@@ -41,11 +46,11 @@ def _fill(template: str, **values) -> str:
 
 
 def parse_scores(text: str, n: int) -> list[float]:
-    """Jev's reply: exactly ``{"scores": [n numbers in 0..100]}``, or a ValueError saying why."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"Jev reply is not JSON ({err.msg}): {text[:80]!r}") from None
+    """Jev's reply: exactly ``{"scores": [n numbers in 0..100]}`` (bare or in one code fence),
+    or a ValueError saying why."""
+    data = role_json(text)
+    if data is NOT_JSON:
+        raise ValueError(f"Jev reply is not JSON (nor one fenced JSON block): {text[:80]!r}")
     if not isinstance(data, dict) or set(data) != {"scores"} or not isinstance(data["scores"], list):
         raise ValueError(f'Jev reply is not {{"scores": [...]}}: {text[:80]!r}')
     scores = data["scores"]
@@ -76,12 +81,23 @@ def recorder_for(model, endpoint, root: Path) -> Recorder:
     return Recorder(client, model.name, directory, endpoint.replay)
 
 
+def meter_for(model, endpoint, rec: Recorder) -> Meter:
+    """The endpoint's tokenize route (probed on first use), recorded beside the chat recordings."""
+    kwargs = dict((model.extra_body or {}).get("chat_template_kwargs") or {})
+    if not endpoint.base_url and endpoint.replay != "strict":
+        return local_meter(kwargs.get("enable_thinking"))
+    key = api_key(endpoint.base_url, endpoint.api_key_env) if endpoint.base_url else ""
+    return EndpointMeter(endpoint.base_url or "", key, model.name, kwargs, rec.dir, endpoint.replay)
+
+
 def openai_backend(model, endpoint, root: Path) -> Roles:
     rec = recorder_for(model, endpoint, root)
     extra = dict(model.extra_body or {})
+    sampled = model.generation_temperature
 
-    def request(messages, generation: int, answer: int = 0, max_tokens=model.max_tokens) -> ChatRequest:
-        return ChatRequest(tuple(messages), model.temperature, max_tokens, extra, generation, answer)
+    def request(messages, generation: int, answer: int = 0, temperature=sampled) -> ChatRequest:
+        # One output cap for every call (Hermes' own request sends none).
+        return ChatRequest(tuple(messages), temperature, model.max_tokens, extra, generation, answer)
 
     def user(text: str) -> list[dict]:
         return [{"role": "user", "content": text}]
@@ -96,7 +112,7 @@ def openai_backend(model, endpoint, root: Path) -> Roles:
         )
         reply = rec.chat(request(user(text), job.generation), job.task_id, "S")
         if not reply.text.strip():
-            raise ValueError(f"S returned an empty summary (task {job.task_id}, g{job.generation})")
+            raise ReplyError(f"S returned an empty summary (task {job.task_id}, g{job.generation})", reply.key)
         return reply
 
     def rank(job: RankJob) -> Ranking:
@@ -105,7 +121,7 @@ def openai_backend(model, endpoint, root: Path) -> Roles:
         try:
             return Ranking(parse_scores(reply.text.strip(), len(job.units)), reply.key)
         except ValueError as err:
-            raise ValueError(f"{err} (task {job.task_id}, g{job.generation})") from None
+            raise ReplyError(f"{err} (task {job.task_id}, g{job.generation})", reply.key) from None
 
     def checkpoint_writer(task_id: str, generation: int):
         def write(req) -> ChatResponse:
@@ -114,13 +130,13 @@ def openai_backend(model, endpoint, root: Path) -> Roles:
         return write
 
     def hermes_checkpoint(task_id: str, generation: int, turns: list[dict], focus: str, allowance: int):
-        def chat(messages: list[dict], max_tokens: int | None) -> ChatResponse:
-            return rec.chat(request(messages, generation, max_tokens=max_tokens), task_id, "H")
+        def chat(messages: list[dict], _hermes_max_tokens: int | None) -> ChatResponse:
+            return rec.chat(request(messages, generation), task_id, "H")
 
         return h_hermes.generate_checkpoint(turns, focus, allowance, chat, model.name)
 
     def read(job: ReadJob) -> ChatResponse:
-        return rec.chat(request(job.messages, job.generation, job.answer), job.task_id, "read")
+        return rec.chat(request(job.messages, job.generation, job.answer, model.temperature), job.task_id, "read")
 
     spec = {
         "backend": "openai",
@@ -128,10 +144,12 @@ def openai_backend(model, endpoint, root: Path) -> Roles:
         "tier": model.tier,
         "platform": model.platform,
         "temperature": model.temperature,
+        "generation_temperature": sampled,
         "max_tokens": model.max_tokens,
         "extra_body": extra,
         "reader": "chat",
         "hermes_agent": h_hermes.version(),
+        "hermes_compressor_sha256": h_hermes.source_sha256(),
         "prompts": prompt_digests(),
     }
     return Roles(
@@ -143,6 +161,7 @@ def openai_backend(model, endpoint, root: Path) -> Roles:
         concurrency=endpoint.max_concurrency,
         recording=rec.load,
         hermes_checkpoint=hermes_checkpoint if h_hermes.version() else None,
+        meter=meter_for(model, endpoint, rec),
         calls=lambda: f"{rec.calls} calls, {rec.hits} replayed",
         pool=ThreadPoolExecutor(max(1, endpoint.max_concurrency), thread_name_prefix="washexp-call"),
     )

@@ -13,9 +13,10 @@ import json
 import pandas as pd
 
 from washexp import __version__
+from washexp.compaction import record_notes, record_tables
 from washexp.compaction.runs import metric, study_runs, value
 from washexp.export import bootstrap, plots
-from washexp.export.records import Column, Plot, Record, Table, show
+from washexp.export.records import Column, Plot, Record, Table
 from washexp.tokens import TOKENIZER
 
 COHORTS = ("primary", "control")
@@ -76,14 +77,30 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         notes.append("No Full arm among the covered runs: comparisons with Full are left out.")
     if len(pre):
         notes.append(f"{len(pre)} preflight-phase arm run(s) are listed apart and enter no other table.")
-    notes += _task_set_notes(fconds)
+    notes += record_notes.task_set_notes(fconds)
     notes += list(left_out)
+    planned = int(first["params.generations"])
+    generations = record_tables.generations_table(
+        fconds, planned, "Distinct: different values among the generations that produced one (H: accepted or not)."
+    )
+    notes += record_notes.generation_notes(generations.rows, planned)
+    notes += record_notes.count_notes(final, measured)
+    notes += record_notes.method_notes(arms, reference)
 
-    tables = [_arm_table(final, c, "n/a") for c in COHORTS if n_tasks[c]]  # the notes say why
-    tables.append(_per_task_table(fconds, final, "retention", "Retention per task"))
+    api = record_tables.api_by_arm(fconds)
+    tables = [record_tables.arm_table(final, c, api, "n/a") for c in COHORTS if n_tasks[c]]  # the notes say why
+    tables.append(record_tables.per_task_table(fconds, final, "retention", "Retention per task"))
     if measured:
-        tables.append(_per_task_table(fconds, final, "fact_accuracy", "Fact accuracy per task"))
-    tables.append(_per_task_table(fconds, final, "input_tokens", "Mean input tokens per task"))
+        tables.append(record_tables.per_task_table(fconds, final, "fact_accuracy", "Fact accuracy per task"))
+        tables.append(
+            record_tables.per_task_table(fconds, final, "api_input_tokens", "Mean API input tokens per task", 1)
+        )
+    tables.append(
+        record_tables.per_task_table(fconds, final, "input_tokens", "Mean input tokens per task (local Qwen)", 1)
+    )
+    tables.append(record_tables.per_task_table(fconds, final, "units_kept", "Units kept per task (mean)", 1))
+    tables.append(generations)
+    tables.append(record_tables.failed_contexts_table(fconds))
     tables += _interval_tables(per_task, cohort_of, final, score_name)
     tables.append(_preflight_table(pre))
 
@@ -100,7 +117,8 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         "platform": platform,
         "backend": first["params.backend"],
         "roles": json.loads(first["params.roles"]),
-        "generations per task": int(first["params.generations"]),
+        "generations per task (planned; distinct counts in the generations table)": int(first["params.generations"]),
+        "H implementation": _unique(arms[arms["method"] == "H"], "params.h_label"),
         "answers per context": int(first["params.answers_per_context"]),
         "tokenizer": TOKENIZER,
         "fixtures sha256 (task folder tree digest)": _fixtures(conds),
@@ -127,86 +145,6 @@ def _per_task_scores(conds: pd.DataFrame, key: str) -> dict[str, dict[str, float
         v = value(row, key)
         out.setdefault(row["label"], {})[row["task"]] = 0.0 if row["status"] == "FAILED" or v is None else v
     return out
-
-
-def _arm_table(final: pd.DataFrame, cohort: str, not_measured: str) -> Table:
-    rows = []
-    for _, arm in final.iterrows():
-        if value(arm, f"{cohort}/tasks") is None:
-            continue
-        m = {
-            k: value(arm, f"{cohort}/{k}")
-            for k in (
-                "tasks",
-                "fact_accuracy",
-                "all_fields_correct",
-                "retention",
-                "retention_all_fields",
-                "input_tokens",
-                "input_tokens_total",
-                "reduction_pct",
-                "contexts",
-                "contexts_shortened",
-                "invalid",
-                "failed",
-            )
-        }
-        rows.append({"arm": arm["label"], **m, "run_id": arm["run_id"]})
-
-    def na(key):
-        return lambda r: not_measured if r[key] is None else show(r[key])
-
-    columns = (
-        Column("arm", "arm"),
-        Column("tasks", "tasks", lambda r: f"{r['tasks']:.0f}"),
-        Column("fact_accuracy", "fact accuracy", na("fact_accuracy")),
-        Column("all_fields_correct", "all fields correct", na("all_fields_correct")),
-        Column("retention", "retention"),
-        Column("retention_all_fields", "all fields retained"),
-        Column("input_tokens", "mean input tokens", lambda r: _num(r["input_tokens"], 1)),
-        Column("input_tokens_total", "total input tokens", lambda r: _num(r["input_tokens_total"], 0)),
-        Column("reduction_pct", "reduction vs Full", lambda r: _pct(r["reduction_pct"])),
-        Column(
-            "contexts_shortened",
-            "contexts shortened vs Full",
-            lambda r: f"{r['contexts_shortened'] or 0:.0f}/{r['contexts'] or 0:.0f}",
-        ),
-        Column("invalid", "invalid", lambda r: _num(r["invalid"], 0)),
-        Column("failed", "failed", lambda r: _num(r["failed"], 0)),
-        Column("run_id", "arm run"),
-    )
-    return Table(
-        f"arms_{cohort}",
-        f"Arms, {cohort} cohort",
-        columns,
-        tuple(rows),
-        note="Means over tasks (equal weights). Reduction: mean per-task cut in input tokens "
-        "against the task's Full context. Shortened: contexts smaller than Full.",
-    )
-
-
-def _per_task_table(conds: pd.DataFrame, final: pd.DataFrame, key: str, title: str) -> Table:
-    labels = list(final.sort_values("order", kind="stable")["label"].drop_duplicates())
-    rows = []
-    order = sorted(conds.groupby(["cohort", "task"]), key=lambda kv: (COHORTS.index(kv[0][0]), kv[0][1]))
-    for (cohort, task), group in order:
-        row = {"task": task, "cohort": cohort}
-        failed = []
-        for _, c in group.iterrows():
-            row[c["label"]] = value(c, key)
-            if c["status"] == "FAILED":
-                failed.append(c["label"])
-        rows.append({**row, "failed": failed})
-    digits = 1 if key == "input_tokens" else 3
-    columns = (
-        Column("task", "task"),
-        Column("cohort", "cohort"),
-        *(
-            Column(label, label, lambda r, lb=label: "FAILED" if lb in r["failed"] else _num(r.get(lb), digits))
-            for label in labels
-        ),
-    )
-    return Table(f"per_task_{key}", title, columns, tuple(rows))
 
 
 def _interval_tables(
@@ -352,16 +290,6 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks)
     )
 
 
-def _task_set_notes(conds: pd.DataFrame) -> list[str]:
-    everyone = frozenset(conds["task"])
-    notes = []
-    for (_, label), group in conds.groupby(["order", "label"], sort=True):
-        missing = sorted(everyone - frozenset(group["task"]))
-        if missing:
-            notes.append(f"{label} lacks tasks {', '.join(missing)}: paired comparisons use the tasks both arms ran.")
-    return notes
-
-
 def _unique(frame: pd.DataFrame, col: str) -> list[str]:
     return sorted({str(v) for v in frame[col].dropna()}) if col in frame.columns else []
 
@@ -379,11 +307,3 @@ def _sweeps(arms: pd.DataFrame) -> dict[str, str]:
     for sweep, group in arms.groupby("sweep", sort=True):
         out[sweep] = "; ".join(sorted(set(group["overrides"])))
     return out
-
-
-def _num(v: float | None, digits: int) -> str:
-    return "n/a" if v is None else f"{v:,.{digits}f}"
-
-
-def _pct(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.1f}%"

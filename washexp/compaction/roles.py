@@ -25,6 +25,7 @@ from typing import Any
 from washexp.compaction.checkpoint import Checkpoint
 from washexp.compaction.fixtures import Unit
 from washexp.compaction.h_native import Writer
+from washexp.compaction.meter import Meter, local_meter
 from washexp.models.base import ChatResponse
 from washexp.registry import Registry
 
@@ -61,6 +62,15 @@ class Ranking:
     """The recording behind the scores (None for the offline ranker)."""
 
 
+class ReplyError(ValueError):
+    """A role's reply that cannot be used (an empty summary, a malformed ranking). It fails only
+    the contexts of its generation that use that role; ``key`` names the recording behind it."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
+
 def offline(text: str) -> ChatResponse:
     """A reference role's output as a reply: no endpoint, no tokens counted, no recording."""
     return ChatResponse(text=text, prompt_tokens=None, completion_tokens=None, finish_reason=None)
@@ -79,8 +89,10 @@ class Roles:
     recording: Callable[[str], dict | None] | None = None
     """key -> the recorded request and response, logged as a condition's ``requests/<key>.json``."""
     hermes_checkpoint: Callable[[str, int, list[dict], str, int], Checkpoint] | None = None
-    """The real Hermes H (task id, generation, turns, focus, allowance), when the backend has
-    one (``method.h_impl=hermes``; ``auto`` picks it when present)."""
+    """hermes-agent's compressor as installed (task id, generation, turns, focus, allowance),
+    when the backend has it; only ``method.h_impl=hermes`` uses it."""
+    meter: Meter = field(default_factory=local_meter, compare=False)
+    """Counts a context as its endpoint will, before it is sent (H's "fewer than Full" check)."""
     calls: Callable[[], str] | None = None
     """A short account of the model calls so far (made, replayed), for progress lines."""
     pool: ThreadPoolExecutor | None = field(default=None, compare=False)

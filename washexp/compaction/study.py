@@ -20,7 +20,7 @@ from washexp.compaction.aggregate import arm_metrics
 from washexp.compaction.artifacts import to_json
 from washexp.compaction.condition import Arm, run_condition
 from washexp.compaction.fixtures import Task, load_tasks
-from washexp.compaction.frozen import FrozenCache, h_impl_for
+from washexp.compaction.frozen import FrozenCache, h_impl_for, h_label
 from washexp.compaction.roles import Roles, roles_for
 from washexp.config import identity
 from washexp.errors import ConfigError, ModelError
@@ -92,6 +92,7 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         "platform": cfg.model.platform,
         "method": arm.method,
         "h_impl": h_impl or "n/a",
+        "h_label": h_label(h_impl) if h_impl else "n/a",
         "topn": topn,
         "generations": cfg.model.generations,
         "answers_per_context": cfg.model.answers_per_context if roles.read else 0,
