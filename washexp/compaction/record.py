@@ -271,10 +271,10 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks)
                 continue
             if a["method"] in series:
                 series[a["method"]].append((int(a["topn"]), v))
-            if a["label"] == "Full":
+            if a["method"] == "full":
                 full[c] = v
             if tokens is not None:
-                points[c].append((a["label"], tokens, v))
+                points[c].append((a["method"], None if a["method"] == "full" else int(a["topn"]), tokens, v))
         by_cohort[c] = {m: sorted(p) for m, p in series.items()}
     return (
         Plot(

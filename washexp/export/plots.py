@@ -34,13 +34,13 @@ def score_vs_n(
     return _png(fig, axes, ylabel)
 
 
-def tokens_vs_score(by_cohort: Mapping[str, Sequence[tuple[str, float, float]]], ylabel: str) -> bytes:
-    """``by_cohort[cohort]`` = [(arm label, mean input tokens, score)]: S and H as lines through
-    N = 0..5 (each point labelled with its N), Full as a star."""
+def tokens_vs_score(by_cohort: Mapping[str, Sequence[tuple[str, int | None, float, float]]], ylabel: str) -> bytes:
+    """``by_cohort[cohort]`` = [(method, top-N, mean input tokens, score)]: S and H as lines
+    through N = 0..5 (each point labelled with its N), Full (``method == "full"``) as a star."""
     fig, axes = plt.subplots(1, len(by_cohort), figsize=_SIZE, squeeze=False, sharey=True)
     for ax, (cohort, points) in zip(axes[0], by_cohort.items(), strict=True):
         for method, offset in (("S", (4, -11)), ("H", (-9, 5))):
-            arm = sorted((int(lb.split("top")[1]), x, y) for lb, x, y in points if lb.startswith(f"{method} top"))
+            arm = sorted((n, x, y) for m, n, x, y in points if m == method)
             if not arm:
                 continue
             ax.plot(
@@ -52,8 +52,8 @@ def tokens_vs_score(by_cohort: Mapping[str, Sequence[tuple[str, float, float]]],
             )
             for n, x, y in arm:
                 ax.annotate(str(n), (x, y), textcoords="offset points", xytext=offset, fontsize=8, color=COLORS[method])
-        for lb, x, y in points:
-            if lb == "Full":
+        for m, _n, x, y in points:
+            if m == "full":
                 ax.scatter([x], [y], marker="*", s=160, color=COLORS["Full"], zorder=3, label="Full")
         _finish_axes(ax, cohort, "mean input tokens per context (Qwen tokens)")
     return _png(fig, axes, ylabel)
