@@ -22,6 +22,7 @@ def run_cli(
         f"hydra.sweep.dir={store / 'multirun'}",
         f"hydra.run.dir={store / 'outputs'}",
     ]
+    tracking = [t for t in tracking if t.partition("=")[0] not in {a.partition("=")[0] for a in args}]
     proc = subprocess.run(
         [sys.executable, str(ROOT / "run.py"), *args, *tracking],
         cwd=cwd or store,

@@ -11,3 +11,8 @@ RECORDS = Registry(
     "record builder", {"compaction": "washexp.compaction.record:build", "wash": "washexp.wash.record:build"}
 )
 """topic -> ``build(runs: DataFrame, options: ExportOptions) -> list[Record]``."""
+
+COMPARERS = Registry(
+    "comparer", {"compaction": "washexp.compaction.compare:compare", "wash": "washexp.wash.compare:compare"}
+)
+"""topic -> ``compare(a: record dict, b: record dict) -> washexp.compare.Findings``."""

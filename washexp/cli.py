@@ -142,6 +142,7 @@ PASSTHROUGH = {
     "caliper": "washexp.wash.caliper:main",
     "feed": "washexp.wash.feed:main",
     "gate": "washexp.wash.gate:main",
+    "compare": "washexp.compare:main",
     "wash": "washexp.wash.cli_wash:main",
 }
 """Commands that parse their own arguments (``score`` keeps score.mjs's flags and exit codes)."""

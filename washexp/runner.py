@@ -125,7 +125,11 @@ def _compute_all(tracker, parent_id, todo, compute, results, outcome, concurrenc
             while queue and len(open_runs) < max(1, concurrency):
                 child = queue.pop(0)
                 run = tracker.open(child.name, child.hash, child.params, child.tags, parent_id=parent_id)
-                open_runs[pool.submit(compute, child)] = (child, run)
+                try:
+                    open_runs[pool.submit(compute, child)] = (child, run)
+                except BaseException as err:  # stopped between opening the run and handing it over
+                    run.fail(err, status="FAILED" if isinstance(err, Exception) else "KILLED")
+                    raise
             done, _ = wait(open_runs, return_when=FIRST_COMPLETED)
             for future in done:
                 child, run = open_runs.pop(future)

@@ -8,12 +8,14 @@ apart and enter no other table.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
 
 from washexp import __version__
 from washexp.compaction import record_notes, record_tables
+from washexp.compaction.record_data import compare_data
 from washexp.compaction.runs import metric, study_runs, value
 from washexp.export import bootstrap, plots
 from washexp.export.records import Column, Plot, Record, Table
@@ -32,7 +34,9 @@ def build(runs: pd.DataFrame, options) -> list[Record]:
     records = []
     for _, arms in study.arms.groupby("model", sort=True):
         conds = study.conditions[study.conditions["arm_run_id"].isin(arms["run_id"])]
-        records.append(_record(arms, conds, study.notes, options.experiment))
+        record = _record(arms, conds, study.notes, options.experiment)
+        final = arms[arms["phase"] == "final"]
+        records.append(dataclasses.replace(record, data=compare_data(final, conds, options.uri)))
     return records
 
 

@@ -15,6 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+SCHEMA = 1
+"""The record JSON's schema version (README: "Records and compare"): ``schema``, ``topic``,
+``platform``, ``date``, ``title``, ``provenance``, ``notes``, ``tables`` (key -> title, note,
+rows), ``plots``, ``data`` (machine tables for ``washexp compare``)."""
+
 
 def show(value: Any) -> str:
     """A cell for people: 3 decimals for floats, ``n/a`` for an absent value (never 0)."""
@@ -72,6 +77,8 @@ class Record:
     """Tables shown folded in the markdown (e.g. every run id)."""
     arm_runs: tuple[str, ...] = ()
     """The runs the plots describe: the exporter attaches the plots to them."""
+    data: dict[str, list] = field(default_factory=dict)
+    """Machine tables for ``washexp compare`` (JSON only, not shown in the markdown)."""
 
     @property
     def stem(self) -> str:
@@ -79,6 +86,7 @@ class Record:
 
     def to_json(self) -> str:
         body = {
+            "schema": SCHEMA,
             "topic": self.topic,
             "platform": self.platform,
             "date": self.date,
@@ -89,6 +97,7 @@ class Record:
                 t.key: {"title": t.title, "note": t.note, "rows": list(t.rows)} for t in (*self.tables, *self.appendix)
             },
             "plots": [{"file": p.file, "caption": p.caption} for p in self.plots],
+            "data": self.data,
         }
         return json.dumps(_finite(body), indent=1, ensure_ascii=False, sort_keys=False) + "\n"
 

@@ -53,3 +53,15 @@ def attach(uri: str, run_ids: Iterable[str], files: list[Path], folder: str) -> 
     for run_id in run_ids:
         for f in files:
             client.log_artifact(run_id, str(f), folder)
+
+
+def load_table(uri: str, artifact_file: str, run_ids: list[str]):
+    """One MLflow table gathered across runs (a ``run_id`` column added); None when no run has it."""
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    with quiet_mlflow():
+        try:
+            return mlflow.load_table(artifact_file, run_ids=run_ids, extra_columns=["run_id"])
+        except Exception:  # MlflowException when none of the runs logged it
+            return None

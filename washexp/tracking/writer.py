@@ -38,25 +38,30 @@ OWNER = f"{socket.gethostname()}:{os.getpid()}"
 
 
 @contextmanager
-def _uninterrupted() -> Iterator[None]:
-    """Hold Ctrl-C and SIGTERM while a run is created or closed, then deliver them: a run is
-    never left half-written (created but unknown to us, or closed without its status)."""
+def _holding(held: list) -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM while a run is created or closed (``held`` collects them, with the
+    handlers to deliver them to): a run is never left half-written. ``_deliver(held)`` after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held: list[int] = []
-    previous = {s: signal.signal(s, lambda n, _f: held.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.getsignal(s) for s in signals}
+    for s in signals:
+        signal.signal(s, lambda n, _f: held.append((n, previous[n])))
     try:
         yield
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        for n in held[:1]:
-            handler = previous[n]
-            if callable(handler):
-                handler(n, None)
-            elif n == signal.SIGINT:
-                raise KeyboardInterrupt
+
+
+def _deliver(held: list) -> None:
+    """Raise the first held signal as its handler would have (Ctrl-C: ``KeyboardInterrupt``)."""
+    for n, handler in held[:1]:
+        if callable(handler):
+            handler(n, None)
+        elif n == signal.SIGINT:
+            raise KeyboardInterrupt
 
 
 @dataclass(frozen=True)
@@ -187,9 +192,14 @@ class Tracker:
         tags = {**tags, HASH_TAG: identity_hash, OWNER_TAG: OWNER}
         if parent_id:
             tags["mlflow.parentRunId"] = parent_id
-        with _uninterrupted():
-            run = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
-            return Run(self, run.info.run_id, params)
+        held: list = []
+        with _holding(held):
+            created = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
+        run = Run(self, created.info.run_id, params)
+        if held:  # stopped while it was being created: it ends KILLED, never RUNNING
+            run.fail(KeyboardInterrupt("stopped as the run started"), status="KILLED")
+            _deliver(held)
+        return run
 
     def mark_killed(self, run: FoundRun, reason: str) -> None:
         """End a run whose process is gone: KILLED, never RUNNING forever."""
@@ -214,9 +224,11 @@ class Tracker:
             )
 
     def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
-        with _uninterrupted():
+        held: list = []
+        with _holding(held):
             self._write(run, metrics, artifacts, manifest_extra, tags, tables, status)
             run.closed = True
+        _deliver(held)
 
     def _write(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
         manifest = {"artifacts": {}, **manifest_extra}

@@ -9,7 +9,7 @@ the fidelity gate blocks any unapproved drop). The rules of the command:
 
 - ``--tier`` defaults to ``quick`` (free and mechanical); the paid ``full`` tier is CoalWash's
   separate consent, asked for by name. Only ``full`` builds a washer, with
-  ``washexp.wash.washers.make_washer({"name": WASHER, **ARGS})`` (``--washer-arg`` values are strings).
+  ``washexp.wash.washers.make_washer({"name": WASHER, **ARGS})`` (``--washer-arg`` values read as YAML scalars).
 - ``--operator`` defaults to ``interactive``: on a real store nothing is deleted without a human
   answering y/n at a terminal. With no terminal on stdin the command stops before any work.
 - ``--expected`` is the ground truth the ``benchmark`` operator reads (default: the store's own
@@ -35,6 +35,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from washexp.errors import WashexpError
 from washexp.wash.files import md_names
@@ -71,10 +73,11 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def washer_args(pairs: list[str]) -> dict[str, str]:
-    """``["model=x", "timeout=30"]`` -> ``{"model": "x", "timeout": "30"}``; a pair without ``=``,
-    an empty key, a key named ``name`` or a key given twice is a usage error."""
-    out: dict[str, str] = {}
+def washer_args(pairs: list[str]) -> dict[str, object]:
+    """``["model=x", "timeout_s=30"]`` -> ``{"model": "x", "timeout_s": 30}``: each value read as a
+    YAML scalar or list, as a Hydra override is (``0.5`` a number, ``[a,b]`` a list); a pair without
+    ``=``, an empty key, a key named ``name`` or a key given twice is a usage error."""
+    out: dict[str, object] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         key = key.strip()
@@ -84,7 +87,10 @@ def washer_args(pairs: list[str]) -> dict[str, str]:
             raise _UsageError("--washer-arg name=...: the washer is chosen with --washer")
         if key in out:
             raise _UsageError(f"--washer-arg {key}: given twice")
-        out[key] = value
+        try:
+            out[key] = yaml.safe_load(value) if value.strip() else value
+        except yaml.YAMLError:
+            out[key] = value
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
@@ -46,6 +47,7 @@ def _value(row, name: str) -> float | None:
     return None if v is None or pd.isna(v) else float(v)
 
 
+@lru_cache(maxsize=1024)
 def _artifact(uri: str, run_id: str, path: str):
     from mlflow.tracking import MlflowClient
 
@@ -187,7 +189,32 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
         plots=tuple(plots_out),
         appendix=(*folded, _runs_table(parents, kids)),
         arm_runs=tuple(parents["run_id"]),
+        data=_compare_data(kids, options.uri),
     )
+
+
+def _compare_data(kids: pd.DataFrame, uri: str) -> dict[str, list]:
+    """What ``washexp compare`` reads: per store run and round, the muscle needles lost so far
+    (cumulative, as the scorer lists them), and each store's muscle needles by id."""
+    rounds, muscle = [], {}
+    for _, kid in kids[kids["tags.washexp.kind"] == "wash-store"].iterrows():
+        store = kid.get("tags.store")
+        muscle[store] = _artifact(uri, kid["run_id"], "muscle.json") or muscle.get(store, {})
+        for rd in _artifact(uri, kid["run_id"], "rounds.json") or []:
+            if rd.get("score") is None:
+                continue
+            rounds.append(
+                {
+                    "measurement": kid.get("tags.measurement"),
+                    "washer": _who(kid.get("tags.washer"), kid.get("tags.gates")),
+                    "gauge": f"{kid.get('tags.gauge')} ({kid.get('tags.arm')})",
+                    "store": store,
+                    "round": rd["round"],
+                    "lost": list(rd["score"]["muscle"]["lost"]),
+                }
+            )
+    rounds.sort(key=lambda r: (r["measurement"], r["washer"], r["gauge"], r["store"], r["round"]))
+    return {"wash_rounds": rounds, "wash_muscle": [{"store": s, "needles": n} for s, n in sorted(muscle.items())]}
 
 
 def _by_tag(kids: pd.DataFrame, name: str, digest: str) -> dict[str, str]:

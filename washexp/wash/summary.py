@@ -10,6 +10,7 @@ delta % = (B - (A + A's costs)) / B.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -91,6 +92,8 @@ def store_rounds(rds: list[Round], expected: dict[str, Any], config_yaml: str, m
     }
     files = artifacts(rds)
     files["config.yaml"] = config_yaml
+    muscle = {m["id"]: m["needle"] for m in expected.get("muscle", [])}
+    files["muscle.json"] = json.dumps(muscle, indent=1, ensure_ascii=False) + "\n"  # for washexp compare
     return Result({k: v for k, v in metrics.items() if v is not None}, files, manifest=manifest, series=series)
 
 

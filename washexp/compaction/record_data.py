@@ -1,0 +1,33 @@
+"""The compaction record's machine tables, read by ``washexp compare``: per condition its task
+scores, and per field whether it was retained (the fraction of generations whose context kept
+every needle of the field)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from washexp.compaction.runs import value
+from washexp.tracking.reader import load_table
+
+
+def compare_data(final: pd.DataFrame, conds: pd.DataFrame, uri: str) -> dict[str, list]:
+    conds = conds[conds["arm_run_id"].isin(final["run_id"])]
+    tasks = [
+        {
+            "arm": c["label"],
+            "cohort": c["cohort"],
+            "task": c["task"],
+            "failed": c["status"] == "FAILED",
+            "retention": 0.0 if c["status"] == "FAILED" else value(c, "retention"),
+            "fact_accuracy": 0.0 if c["status"] == "FAILED" else value(c, "fact_accuracy"),
+        }
+        for _, c in conds.sort_values(["order", "task"], kind="stable").iterrows()
+    ]
+    fields = []
+    table = load_table(uri, "retention.json", list(conds["run_id"])) if len(conds) else None
+    if table is not None and not table.empty:
+        label = dict(zip(conds["run_id"], conds["label"], strict=True))
+        table = table.assign(arm=table["run_id"].map(label), retained=table["retained"].astype(float))
+        grouped = table.groupby(["arm", "task", "field"], sort=True)["retained"].mean()
+        fields = [{"arm": a, "task": t, "field": f, "retained": r} for (a, t, f), r in grouped.items()]
+    return {"compaction_tasks": tasks, "compaction_fields": fields}
