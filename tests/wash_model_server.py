@@ -43,7 +43,7 @@ class WashScript(Script):
         kind = next((k for k, opening in self.openings.items() if first.startswith(opening)), "other")
         return kind, None
 
-    def reply(self, kind: str, task, messages: list[dict]) -> str:
+    def reply(self, kind: str, task, messages: list[dict], temperature: float = 0.0) -> str:
         with self.lock:
             if self.queued.get(kind):
                 return self.queued[kind].popleft()
