@@ -2,8 +2,10 @@
 
 Data flows one way: task -> frozen parts (S, ranking, H) -> context -> (answers -> grades) ->
 metrics, artifacts and tables (a :class:`ConditionResult`). A context uses only what it needs:
-Full nothing but the reader, Top 0 no ranking. A context is *invalid* when H breaks a validity
-rule, *failed* when a part it uses failed (a role's unusable reply); both score 0 and stay in.
+Full nothing but the reader, Top 0 no ranking. A context is *invalid* when a checked method (H,
+a plugin) breaks a validity rule, *failed* when a part it uses failed (a role's unusable reply, a
+plugin's crash); both score 0 and stay in. What the method is comes from the method
+(:mod:`washexp.compaction.method`), never from its name.
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """A compaction arm as MLflow runs: one arm run, one nested run per task (condition).
 
 Identity (``washexp.config.identity``): the benchmark, what the model is, the roles' spec (its
-prompts' sha256 included), the method, its H implementation, top-N and phase, the digest of the
+prompts' sha256 included), the method, its H implementation (a plugin's spec: target, args,
+package name and version, module sha256), top-N and phase, the digest of the
 code that computes a result (``CODE``), and per condition the task id and its fixture digest.
 The granularity is the whole family's code, not per role: any change to how a number is made is
 a new condition; a served model's rerun then replays its recorded calls and costs no model time.
-Full ignores top-N: ``method=full`` under a top-N sweep is one arm, not six.
+Full ignores top-N: ``method=full`` under a top-N sweep is one arm, not six. Which method an arm
+runs is decided once, here (:func:`method_for`); the pipeline then asks the method what it is.
 """
 
 from __future__ import annotations
