@@ -48,6 +48,10 @@ SOURCE = textwrap.dedent(
 @pytest.fixture
 def plug(tmp_path, monkeypatch):
     (tmp_path / "mywasher.py").write_text(SOURCE)
+    info = tmp_path / "mywasher-0.3.dist-info"  # what pip would install: metadata + an entry point
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mywasher\nVersion: 0.3\n")
+    (info / "entry_points.txt").write_text("[washexp.washers]\nidle = mywasher:make\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 
@@ -98,3 +102,16 @@ def test_plugin_washer_runs_a_wash_and_a_bad_one_exits_2_before_any_run(plug, tm
     bad = run_cli([*base[:-1], "washer.target=mywasher:raises"], store, env=env, check=False)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
     assert "washer.target=mywasher:raises: the factory raised RuntimeError" in bad.stderr
+
+
+def test_an_installed_washer_is_a_washer_option_with_its_version(plug, tmp_path):
+    spec = washer_spec({"name": "idle"})
+    assert spec["plugin"]["package"] == "mywasher" and spec["plugin"]["version"] == "0.3"
+    store = tmp_path / "store"
+    store.mkdir()
+    env = {"PYTHONPATH": str(plug), "CI": "1"}
+    base = ["benchmark=wash", "measurement=ceiling", "rounds=1", "store=lean"]
+    ok = run_cli([*base, "washer=idle"], store, env=env, check=False)
+    assert ok.returncode == 0 and "Traceback" not in ok.stderr, ok.stderr[-2000:]
+    typo = run_cli([*base, "washer=idel"], store, env=env, check=False)
+    assert typo.returncode == 2 and "did you mean 'idle'?" in typo.stderr
