@@ -158,6 +158,8 @@ def test_build_names_the_target_in_one_line(tmp_path, monkeypatch):
             plugins.build("plugin", target, {})
         assert str(err.value).startswith(f"method.target={target}: ") and text in str(err.value)
         assert "\n" not in str(err.value)
+    with pytest.raises(ConfigError, match="method=plugin needs method.target=package.module:factory"):
+        plugins.build("plugin", None, {})
 
 
 # ---- end to end: the example package from its entry point --------------------------------------

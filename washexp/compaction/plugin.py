@@ -131,6 +131,8 @@ def build(name: str, target: str | None, args: dict[str, Any]) -> Plugin:
     """The plugin ``method.name`` / ``method.target`` names, built and checked; raises
     :class:`ConfigError` (one line naming the target) before anything runs."""
     dist = None
+    if not target and name == "plugin":
+        raise ConfigError("method=plugin needs method.target=package.module:factory")
     if not target:
         eps = entry_points()
         if name not in eps:
