@@ -16,6 +16,7 @@ endpoint's fate, errors) is kept on it, not in module globals.
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import re
@@ -51,11 +52,13 @@ def expand_short_keys(args: list[str]) -> list[str]:
     out = []
     for arg in args:
         key, eq, value = arg.partition("=")
+        sign = key[: len(key) - len(key.lstrip("+~"))]  # Hydra's +key, ++key, ~key
+        key = key[len(sign) :]
         if eq and key in SHORT_KEYS:
-            arg = f"{SHORT_KEYS[key]}={value}"
+            arg = f"{sign}{SHORT_KEYS[key]}={value}"
         elif eq:
             prefix = next((p for p in SHORT_PREFIXES if key.startswith(p)), None)
-            arg = f"{SHORT_PREFIXES[prefix]}{key[len(prefix) :]}={value}" if prefix else arg
+            arg = f"{sign}{SHORT_PREFIXES[prefix]}{key[len(prefix) :]}={value}" if prefix else arg
         out.append(arg)
     return out
 
@@ -139,7 +142,12 @@ def one_line(err: BaseException) -> str:
     text = str(err)
     if "Available options" in text:
         options = re.findall(r"^\s+(\S+)$", text.split("Available options", 1)[1], flags=re.M)
-        parts.append("available: " + ", ".join(o for o in options if not o.startswith("washexp_")))
+        options = [o for o in options if not o.startswith("washexp_")]
+        missing = re.search(r"Could not find '[^'/]+/([^']+)'", text)
+        close = difflib.get_close_matches(missing.group(1), options, n=3) if missing else []
+        if close:
+            parts.append(f"did you mean {' or '.join(repr(c) for c in close)}?")
+        parts.append("available: " + ", ".join(options))
     return ": ".join(dict.fromkeys(parts))
 
 

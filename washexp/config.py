@@ -71,7 +71,13 @@ class EndpointConfig:
 @dataclass
 class MethodConfig:
     name: str = MISSING
-    """``full``, ``S`` or ``H``."""
+    """``full``, ``S``, ``H``, an installed ``washexp.methods`` entry-point name, or ``plugin``
+    (the name is then the compactor's ``name`` attribute, else its factory's)."""
+    target: str | None = None
+    """A plugin's factory, ``package.module:factory`` (``method=plugin``; an entry point's own)."""
+    args: Any = None
+    """A plugin factory's keyword arguments, ``method.args={lines: 2}`` (a mapping; None: none):
+    part of the condition's identity. Typed ``Any`` so a whole mapping can be given at once."""
     h_impl: str = "native"
     """For H: ``native`` (the study's H: washexp's implementation of the ``tail_mode=legacy``
     protocol; every backend's default) or ``hermes`` (hermes-agent as installed, labelled so)."""
@@ -172,4 +178,24 @@ def identity(cfg: Config, family: dict[str, Any], code: str) -> dict[str, Any]:
 
 
 def register() -> None:
-    ConfigStore.instance().store(name="washexp_schema", node=Config)
+    """The schema, and one ``method`` option per installed ``washexp.methods`` entry point that
+    has no ``conf/method/<name>.yaml``: ``method=<name>`` then selects it like S or H, sweeps
+    included (``method=S,H,<name>``); the same for ``washer`` and ``washexp.washers``. Only
+    metadata is read: no plugin is imported here."""
+    from importlib.metadata import entry_points
+
+    store = ConfigStore.instance()
+    store.store(name="washexp_schema", node=Config)
+    for ep in entry_points(group="washexp.methods"):
+        if ep.name not in BUILTIN_METHODS:
+            node = {"name": ep.name, "target": ep.value, "args": None}
+            store.store(group="method", name=ep.name, node=node, package="compaction.method")
+    for ep in entry_points(group="washexp.washers"):
+        if ep.name not in BUILTIN_WASHERS:
+            store.store(group="washer", name=ep.name, node={"name": ep.name}, package="wash.washer")
+
+
+BUILTIN_METHODS = ("full", "S", "H", "plugin")
+"""The options ``conf/method/`` defines; an entry point never shadows one."""
+BUILTIN_WASHERS = ("reference", "command", "coalwash", "plain", "plugin")
+"""The options ``conf/washer/`` defines; an entry point never shadows one."""

@@ -2,8 +2,10 @@
 
 Data flows one way: task -> frozen parts (S, ranking, H) -> context -> (answers -> grades) ->
 metrics, artifacts and tables (a :class:`ConditionResult`). A context uses only what it needs:
-Full nothing but the reader, Top 0 no ranking. A context is *invalid* when H breaks a validity
-rule, *failed* when a part it uses failed (a role's unusable reply); both score 0 and stay in.
+Full nothing but the reader, Top 0 no ranking. A context is *invalid* when a checked method (H,
+a plugin) breaks a validity rule, *failed* when a part it uses failed (a role's unusable reply, a
+plugin's crash); both score 0 and stay in. What the method is comes from the method
+(:mod:`washexp.compaction.method`), never from its name.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from washexp.compaction.fixtures import Task
 from washexp.compaction.frozen import FrozenCache
 from washexp.compaction.generation import Generation, Outcome, condition_metrics, generation
 from washexp.compaction.jev import top_n
+from washexp.compaction.method import Method, builtin
 from washexp.tokens import count
 
 CEILING_TOPN = 5
@@ -28,18 +31,22 @@ METHOD_ORDER = ("full", "S", "H")
 @dataclass(frozen=True)
 class Arm:
     method: str
-    """``full``, ``S`` or ``H``."""
+    """``full``, ``S``, ``H`` or a plugin's name."""
     topn: int | None
     """Jev Top N fused with the summary; None for Full."""
 
     @property
     def label(self) -> str:
-        return "Full" if self.method == "full" else f"{self.method} top{self.topn}"
+        if self.topn is None:
+            return "Full" if self.method == "full" else self.method
+        return f"{self.method} top{self.topn}"
 
     @property
-    def order(self) -> tuple[int, int]:
-        """Full first, then S top0..N, then H top0..N."""
-        return (METHOD_ORDER.index(self.method), -1 if self.topn is None else self.topn)
+    def order(self) -> tuple[int, str, int]:
+        """Full first, then S top0..N, then H top0..N, then plugins by name, each top0..N."""
+        known = self.method in METHOD_ORDER
+        rank = METHOD_ORDER.index(self.method) if known else len(METHOD_ORDER)
+        return (rank, "" if known else self.method, -1 if self.topn is None else self.topn)
 
 
 @dataclass(frozen=True)
@@ -75,30 +82,33 @@ def task_sizes(task: Task, cache: FrozenCache, generations: int, full_only: bool
     return Sizes(evidence, allow, protected, full, ceil.base, ceil.value)
 
 
-def outcome(task: Task, arm: Arm, cache: FrozenCache, g: int, sizes: Sizes, impl: str = "native") -> Outcome:
-    """One generation's context, or why it is invalid (H's rules) or failed (a part it uses)."""
-    if arm.method == "full":
+def outcome(
+    task: Task, arm: Arm, cache: FrozenCache, g: int, sizes: Sizes, impl: str = "native", method: Method | None = None
+) -> Outcome:
+    """One generation's context, or why it is invalid (a checked method's rules) or failed (a part
+    it uses). The method says what it is (``whole``, ``checked``); its name is never asked."""
+    method = method or builtin(arm.method, impl)
+    if method.whole:
         return Outcome(full_context(task))
-    if arm.method == "S":  # S is never filtered: whether it shrinks is reported, not enforced
-        s = cache.summary(task, g, sizes.allowance)
-        if not s.ok:
-            return Outcome(None, s.failure, failed="S")
-        summary, check = s.value, None
+    made = method.part(cache, task, g, sizes.allowance)
+    if not made.ok:
+        return Outcome(None, made.failure, failed=method.role)
+    check = None
+    if not method.checked:  # S is never filtered: whether it shrinks is reported, not enforced
+        summary = made.value
     else:
-        h = cache.checkpoint(task, g, sizes.allowance, impl)
-        if not h.ok:
-            return Outcome(None, h.failure, failed="H")
-        cp = h.value
+        cp, who = made.value, method.role
         if not cp.valid:
             return Outcome(None, cp.failure, cp.last_body)
         alone = fused_context(task, cp.body, [])
         if alone.input_tokens > sizes.ceiling:
-            return Outcome(None, f"H input {alone.input_tokens} > ceiling {sizes.ceiling}", cp.body)
+            return Outcome(None, f"{who} input {alone.input_tokens} > ceiling {sizes.ceiling}", cp.body)
         # The study's "fewer actual API input tokens than Full", judged before answering.
         mine, full = cache.roles.meter(alone.messages), cache.roles.meter(full_context(task).messages)
         check = {"source": mine.source, "h_alone": mine.tokens, "full": full.tokens}
         if mine.tokens >= full.tokens:
-            return Outcome(None, f"H input {mine.tokens} >= Full {full.tokens} ({mine.source})", cp.body, check=check)
+            reason = f"{who} input {mine.tokens} >= Full {full.tokens} ({mine.source})"
+            return Outcome(None, reason, cp.body, check=check)
         summary = cp.body
     selected: list[int] = []
     if arm.topn:
@@ -119,19 +129,28 @@ class ConditionResult:
 
 
 def run_condition(
-    task: Task, arm: Arm, cache: FrozenCache, generations: int, answers: int, h_impl: str = "native"
+    task: Task,
+    arm: Arm,
+    cache: FrozenCache,
+    generations: int,
+    answers: int,
+    h_impl: str = "native",
+    method: Method | None = None,
 ) -> ConditionResult:
-    """Metrics, artifacts and MLflow tables of one condition (see :class:`ConditionResult`)."""
+    """Metrics, artifacts and MLflow tables of one condition (see :class:`ConditionResult`).
+    ``method``: the arm's method (default: the study's method ``arm.method`` names)."""
+    method = method or builtin(arm.method, h_impl)
     roles = cache.roles
-    sizes = task_sizes(task, cache, generations, full_only=arm.method == "full")
-    if arm.method == "H":  # the checkpoints of all generations at once
-        roles.each(lambda g: cache.checkpoint(task, g, sizes.allowance, h_impl), generations)
+    sizes = task_sizes(task, cache, generations, full_only=method.whole)
+    if method.checked:  # the checked bodies of all generations at once
+        roles.each(lambda g: method.part(cache, task, g, sizes.allowance), generations)
     gens: list[Generation] = [
-        generation(task, outcome(task, arm, cache, g, sizes, h_impl), g, roles, answers) for g in range(generations)
+        generation(task, outcome(task, arm, cache, g, sizes, method=method), g, roles, answers)
+        for g in range(generations)
     ]
     where = {"task": task.id, "method": arm.method, "topn": arm.topn}
-    parts = _parts(task, arm, cache, generations, sizes, h_impl)
-    artifacts = {"sizes.json": to_json(asdict(sizes)), **frozen_artifacts(task, arm, gens, parts, h_impl)}
+    parts = _parts(task, method, cache, generations, sizes)
+    artifacts = {"sizes.json": to_json(asdict(sizes)), **frozen_artifacts(task, arm, gens, parts, method)}
     failures = {f"g{gen.g}": {"role": gen.outcome.failed, "reason": gen.outcome.invalid} for gen in gens}
     if any(gen.outcome.failed for gen in gens):
         artifacts["failures.json"] = to_json({g: f for g, f in failures.items() if f["role"]})
@@ -165,12 +184,13 @@ def run_condition(
     return ConditionResult({k: v for k, v in metrics.items() if v is not None}, artifacts, tables)
 
 
-def _parts(task: Task, arm: Arm, cache: FrozenCache, n: int, sizes: Sizes, impl: str) -> dict[str, list]:
-    """The frozen parts behind a condition (already made: sizing and the outcomes made them)."""
-    if arm.method == "full":
+def _parts(task: Task, method: Method, cache: FrozenCache, n: int, sizes: Sizes) -> dict[str, list]:
+    """The frozen parts behind a condition (already made: sizing and the outcomes made them).
+    ``H``: a checked method's bodies (H's, or a plugin's)."""
+    if method.whole:
         return {"S": [], "Jev": [], "H": []}
     return {
         "S": [cache.summary(task, g, sizes.allowance) for g in range(n)],
         "Jev": [cache.ranking(task, g) for g in range(n)],
-        "H": [cache.checkpoint(task, g, sizes.allowance, impl) for g in range(n)] if arm.method == "H" else [],
+        "H": [method.part(cache, task, g, sizes.allowance) for g in range(n)] if method.checked else [],
     }

@@ -80,7 +80,7 @@ class FrozenCache:
         self._locks: dict[tuple, threading.Lock] = {}
         self._guard = threading.Lock()
 
-    def _once(self, key: tuple, make: Callable[[], Made]) -> Made:
+    def once(self, key: tuple, make: Callable[[], Made]) -> Made:
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
@@ -94,7 +94,7 @@ class FrozenCache:
             reply = _made("S", lambda: self.roles.summarize(job), lambda r: (r.key,) if r.key else ())
             return Made(reply.value.text.strip(), None, reply.keys) if reply.ok else reply
 
-        return self._once(("S", task.digest, generation, allowance), make)
+        return self.once(("S", task.digest, generation, allowance), make)
 
     def ranking(self, task: Task, generation: int) -> Made[list[float]]:
         def rank() -> list[float]:
@@ -107,7 +107,7 @@ class FrozenCache:
             made = _made("Jev", rank, lambda r: (r.key,) if r.key else ())
             return Made(made.value.scores, None, made.keys) if made.ok else made
 
-        return self._once(("Jev", task.digest, generation), make)
+        return self.once(("Jev", task.digest, generation), make)
 
     def checkpoint(self, task: Task, generation: int, allowance: int, impl: str) -> Made[Checkpoint]:
         """H of one generation; it sees only the pre-final evidence history, with the original
@@ -120,4 +120,4 @@ class FrozenCache:
             writer = self.roles.checkpoint_writer(task.id, generation)
             return h_native.generate_checkpoint(list(task.history), task.query, allowance, writer)
 
-        return self._once(("H", task.digest, generation, allowance, impl), lambda: _made("H", write, lambda c: c.keys))
+        return self.once(("H", task.digest, generation, allowance, impl), lambda: _made("H", write, lambda c: c.keys))

@@ -135,6 +135,9 @@ def openai_backend(model, endpoint, root: Path) -> Roles:
 
         return h_hermes.generate_checkpoint(turns, focus, allowance, chat, model.name)
 
+    def chat(task_id: str, generation: int, messages: list[dict], role: str) -> ChatResponse:
+        return rec.chat(request(messages, generation), task_id, role)
+
     def read(job: ReadJob) -> ChatResponse:
         return rec.chat(request(job.messages, job.generation, job.answer, model.temperature), job.task_id, "read")
 
@@ -160,6 +163,7 @@ def openai_backend(model, endpoint, root: Path) -> Roles:
         read=read,
         concurrency=endpoint.max_concurrency,
         recording=rec.load,
+        chat=chat,
         hermes_checkpoint=hermes_checkpoint if h_hermes.version() else None,
         meter=meter_for(model, endpoint, rec),
         calls=lambda: f"{rec.calls} calls, {rec.hits} replayed",

@@ -128,6 +128,9 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         "fixtures sha256 (task folder tree digest)": _fixtures(conds),
         "sweeps (overrides)": _sweeps(arms),
     }
+    plugins = _unique(arms, "params.plugin")
+    if plugins:  # what each plugin arm was built from: target, args, package, version, source
+        provenance["plugin methods (spec)"] = [json.loads(p) for p in plugins]
     return Record(
         topic="compaction",
         platform=platform,
@@ -267,7 +270,7 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks)
         return ()
     by_cohort, full, points = {}, {}, {}
     for c in cohorts:
-        series = {"S": [], "H": []}
+        series = {m: [] for m in dict.fromkeys(["S", "H", *final["method"]]) if m != "full"}
         points[c] = []
         for _, a in final.iterrows():
             v, tokens = value(a, f"{c}/{score}"), value(a, f"{c}/input_tokens")

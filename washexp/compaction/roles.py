@@ -93,6 +93,9 @@ class Roles:
     when the backend has it; only ``method.h_impl=hermes`` uses it."""
     meter: Meter = field(default_factory=local_meter, compare=False)
     """Counts a context as its endpoint will, before it is sent (H's "fewer than Full" check)."""
+    chat: Callable[[str, int, list[dict], str], ChatResponse] | None = None
+    """(task id, generation, messages, role) -> one recorded call of the configured model, for a
+    plugin method; None on a backend without a chat model (the offline reference)."""
     calls: Callable[[], str] | None = None
     """A short account of the model calls so far (made, replayed), for progress lines."""
     pool: ThreadPoolExecutor | None = field(default=None, compare=False)

@@ -64,7 +64,7 @@ def select_arms(
     if until is not None:
         arms = arms[arms["start_time"].dt.strftime("%Y-%m-%d") <= until]
     arms = arms.rename(columns=ARM_COLUMNS)
-    each = [Arm(m, None if m == "full" else int(n)) for m, n in zip(arms["method"], arms["topn"], strict=True)]
+    each = [Arm(m, None if n == "n/a" else int(n)) for m, n in zip(arms["method"], arms["topn"], strict=True)]
     arms["label"] = [a.label for a in each]
     arms["order"] = [a.order for a in each]
     arms = arms.sort_values("start_time", ascending=False, kind="stable")

@@ -1,11 +1,13 @@
 """A compaction arm as MLflow runs: one arm run, one nested run per task (condition).
 
 Identity (``washexp.config.identity``): the benchmark, what the model is, the roles' spec (its
-prompts' sha256 included), the method, its H implementation, top-N and phase, the digest of the
+prompts' sha256 included), the method, its H implementation (a plugin's spec: target, args,
+package name and version, module sha256), top-N and phase, the digest of the
 code that computes a result (``CODE``), and per condition the task id and its fixture digest.
 The granularity is the whole family's code, not per role: any change to how a number is made is
 a new condition; a served model's rerun then replays its recorded calls and costs no model time.
-Full ignores top-N: ``method=full`` under a top-N sweep is one arm, not six.
+Full ignores top-N: ``method=full`` under a top-N sweep is one arm, not six. Which method an arm
+runs is decided once, here (:func:`method_for`); the pipeline then asks the method what it is.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from washexp.compaction.artifacts import to_json
 from washexp.compaction.condition import Arm, run_condition
 from washexp.compaction.fixtures import Task, load_tasks
 from washexp.compaction.frozen import FrozenCache, h_impl_for, h_label
+from washexp.compaction.method import BUILTINS, Method, builtin
+from washexp.compaction.plugin import Plugin, build
 from washexp.compaction.roles import Roles, roles_for
 from washexp.config import identity
 from washexp.errors import ConfigError, ModelError
@@ -30,7 +34,6 @@ from washexp.runner import Result, Work, run_group
 
 log = logging.getLogger("washexp")
 
-METHODS = ("full", "S", "H")
 PHASES = ("final", "preflight")
 """``preflight``: a format preflight, kept as runs of its own and never counted in final metrics."""
 CODE = ("compaction", "tokens.py", "needles.py", "hashing.py")
@@ -43,9 +46,9 @@ class ArmPlan:
     """Everything fixed before an arm's first run: checked config, tasks, roles, its work units."""
 
     arm: Arm
+    method: Method
     tasks: list[Task]
     cache: FrozenCache
-    h_impl: str
     parent: Work
     children: list[Work]
     config_yaml: str
@@ -55,8 +58,6 @@ class ArmPlan:
 def plan_arm(cfg, job, sweep) -> ArmPlan:
     """Check the config and load the fixtures; raises before anything is written."""
     c = cfg.compaction
-    if c.method.name not in METHODS:
-        raise ConfigError(f"method.name={c.method.name!r}: expected one of {', '.join(METHODS)}")
     if c.topn < 0:
         raise ConfigError(f"topn={c.topn}: must be >= 0")
     if c.phase not in PHASES:
@@ -67,9 +68,13 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         lambda: roles_for(cfg.model, cfg.endpoint, sweep.root),
     )
     cache = sweep.shared(("frozen", id(roles)), lambda: FrozenCache(roles))
-    arm = Arm(c.method.name, None if c.method.name == "full" else c.topn)
-    h_impl = h_impl_for(roles, c.method.h_impl) if arm.method == "H" else None
+    method = method_for(c.method, roles)
+    arm = Arm(method.name, None if method.whole else c.topn)
+    h_impl = getattr(method, "impl", None)
     family = {"method": arm.method, "h_impl": h_impl, "topn": arm.topn, "phase": c.phase, "roles": roles.spec}
+    plugin = method.spec if isinstance(method, Plugin) else None
+    if plugin:
+        family["plugin"] = plugin
     ident = identity(cfg, family, code_digest(*CODE))
     source = package_source()
     topn = "n/a" if arm.topn is None else str(arm.topn)
@@ -85,6 +90,9 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         "washexp.source": tree_digest(source),
         "mlflow.source.git.commit": git_commit(sweep.root) or "unknown",
     }
+    if plugin:
+        tags |= {"washexp.plugin.target": plugin["target"], "washexp.plugin.package": str(plugin["package"])}
+        tags["washexp.plugin.version"] = str(plugin["version"])
     params = {
         "model": cfg.model.name,
         "backend": cfg.model.backend,
@@ -99,6 +107,8 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         "phase": c.phase,
         "roles": roles.spec,
     }
+    if plugin:
+        params["plugin"] = canonical_json(plugin)
     parent = Work(
         f"{arm.label} · arm",
         {**ident, "tasks": {t.id: t.digest for t in tasks}},
@@ -115,7 +125,18 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         )
         for t in tasks
     ]
-    return ArmPlan(arm, tasks, cache, h_impl or "native", parent, children, public_config(cfg), source)
+    return ArmPlan(arm, method, tasks, cache, parent, children, public_config(cfg), source)
+
+
+def method_for(config, roles: Roles) -> Method:
+    """The arm's method: the study's Full, S or H by name, else a plugin (``method.target``, or
+    a name installed under ``washexp.methods``); every check raises before anything runs."""
+    if not config.target and config.name in BUILTINS:
+        impl = h_impl_for(roles, config.h_impl) if config.name == "H" else "native"
+        return builtin(config.name, impl)
+    if config.name in BUILTINS:
+        raise ConfigError(f"method.name={config.name!r} is the study's own; a plugin needs another name")
+    return build(config.name, config.target, config.args)
 
 
 def run_job(cfg, job, sweep) -> dict[str, float]:
@@ -133,7 +154,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
 
     def compute(work: Work) -> Result:
         task = tasks[work.key]
-        out = run_condition(task, plan.arm, plan.cache, generations, answers, plan.h_impl)
+        out = run_condition(task, plan.arm, plan.cache, generations, answers, method=plan.method)
         artifacts = {**out.artifacts, "config.yaml": plan.config_yaml}
         return Result(out.metrics, artifacts, out.tables, {"fixture": task.files, "source": plan.source})
 

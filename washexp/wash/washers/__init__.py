@@ -29,6 +29,7 @@ from washexp.registry import Registry, unknown_name
 from washexp.wash.gate import drops_between
 from washexp.wash.plan import Plan, PlanItem, apply_to_texts
 from washexp.wash.washer import Washer
+from washexp.wash.washers import plugin
 
 WASHERS = Registry(
     "washer",
@@ -82,10 +83,28 @@ def _plain(cfg: Mapping) -> dict[str, Any]:
 
 
 def _class(data: dict[str, Any]) -> tuple[str, type]:
+    """The washer's name and its class (or a plugin's factory); pops ``name`` (and ``target``)."""
+    name, cls, _ = _resolve(data)
+    return name, cls
+
+
+def _resolve(data: dict[str, Any]) -> tuple[str, Any, dict[str, Any] | None]:
+    """(name, class or factory, a plugin's provenance or None): a built-in name, ``plugin`` with
+    ``target``, or a ``washexp.washers`` entry point."""
     name = data.pop("name", None)
+    target = data.pop("target", None)
     if not isinstance(name, str) or not name:
         raise ConfigError(f"washer: name must be one of {', '.join(WASHERS.names())}, got {name!r}")
-    return name, WASHERS.get(name)
+    if name in WASHERS.names() and not target:
+        return name, WASHERS.get(name), None
+    dist = None
+    if not target:
+        eps = plugin.entry_points()
+        if name not in eps:
+            raise ConfigError(unknown_name("washer", name, [*WASHERS.names(), *eps, "plugin"]))
+        target, dist = eps[name].value, eps[name].dist
+    make = plugin.factory(str(target))
+    return (name if name != "plugin" else str(target).rpartition(":")[2]), make, plugin.provenance(target, make, dist)
 
 
 def needs_model(cfg: Mapping) -> bool:
@@ -105,8 +124,9 @@ def washer_spec(cfg: Mapping) -> dict[str, Any]:
     """The washer's spec as it enters a run's identity: its config, plus ``prompts`` (name ->
     sha256 of each prompt file) for a washer that has prompts."""
     data = _plain(cfg)
-    _, cls = _class(dict(data))
+    _, cls, origin = _resolve(dict(data))
     prompts = getattr(cls, "prompts", None)
+    data = {**data, "plugin": origin} if origin else data
     return {**data, "prompts": prompts()} if prompts else data
 
 
@@ -114,9 +134,10 @@ def make_washer(cfg: Mapping, model: Any = None) -> Washer:
     """The washer ``cfg`` names (``{name: ..., **args}``), built with the remaining keys as its
     constructor's keyword arguments, and ``model`` (the model layer) when it needs one."""
     data = _plain(cfg)
-    name, cls = _class(data)
+    name, cls, origin = _resolve(data)
     wants_model = bool(getattr(cls, "needs_model", False))
-    params = {p.name: p for p in inspect.signature(cls).parameters.values() if p.kind is p.KEYWORD_ONLY}
+    named = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params = {p.name: p for p in inspect.signature(cls).parameters.values() if p.kind in named}
     params.pop("model", None)  # the model layer is passed in, never configured
     for key in data:
         if key not in params:
@@ -127,7 +148,9 @@ def make_washer(cfg: Mapping, model: Any = None) -> Washer:
     if wants_model:
         if model is None:
             raise ConfigError(f"washer {name} needs a served model (model=openai model.name=... endpoint.base_url=...)")
-        return cls(model=model, **data)
+        data["model"] = model
+    if origin is not None:  # a plugin: its crashes are failed rounds, its bad factory one line
+        return plugin.build(origin["target"], cls, data)
     return cls(**data)
 
 

@@ -1,0 +1,119 @@
+"""A compaction method as the pipeline sees it: what it needs and what it is, never its name.
+
+A method answers four questions (:class:`Method`):
+
+- ``whole``: is its context the whole collection history (Full-like, Top N ignored)?
+- ``part(cache, task, g, allowance)``: its body for one generation, made once per task and
+  generation and kept by the :class:`~washexp.compaction.frozen.FrozenCache` (a ``str`` for an
+  unchecked method, a :class:`~washexp.compaction.checkpoint.Checkpoint` for a checked one);
+- ``checked``: does it answer to H's validity rule (the body within the allowance, the body alone
+  under the ceiling, fewer actual input tokens than Full)? S does not: whether it shrinks is
+  reported, not enforced; H and every plugin do;
+- ``spec``: what it was built from (name, implementation, a plugin's target, args, package and
+  version), logged as params and hashed into the condition's identity.
+
+Full, S and H are three small implementations here; a plugin (``washexp.compaction.plugin``) is a
+fourth, built from any importable factory. Top N (the Jev ranking) is the arm's, not the method's:
+every non-whole method is fused with its Top-N units.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from washexp.compaction import h_hermes, h_native
+from washexp.compaction.checkpoint import Checkpoint
+
+if TYPE_CHECKING:
+    from washexp.compaction.fixtures import Task
+    from washexp.compaction.frozen import FrozenCache, Made
+
+
+class Method(Protocol):
+    name: str
+    whole: bool
+    checked: bool
+    role: str
+    """The name its failures and invalid contexts carry (``S``, ``H``, a plugin's name)."""
+    spec: dict[str, Any]
+
+    def part(self, cache: FrozenCache, task: Task, generation: int, allowance: int) -> Made: ...
+
+    def describe(self, cp: Checkpoint | None) -> dict[str, Any]:
+        """A checked method's body, as a condition's ``summary/g<N>.checkpoint.json`` records it."""
+        ...
+
+
+@dataclass(frozen=True)
+class Full:
+    name: str = "full"
+    whole: bool = True
+    checked: bool = False
+    role: str = "Full"
+    spec: dict[str, Any] = field(default_factory=lambda: {"name": "full"})
+
+    def part(self, cache, task, generation, allowance):  # pragma: no cover - never asked: whole
+        raise NotImplementedError("Full has no body")
+
+    def describe(self, cp):  # pragma: no cover
+        return {}
+
+
+@dataclass(frozen=True)
+class Summary:
+    """S: one summary of every source unit within the allowance (the ``summarize`` role)."""
+
+    name: str = "S"
+    whole: bool = False
+    checked: bool = False
+    role: str = "S"
+    spec: dict[str, Any] = field(default_factory=lambda: {"name": "S"})
+
+    def part(self, cache, task, generation, allowance):
+        return cache.summary(task, generation, allowance)
+
+    def describe(self, cp):  # pragma: no cover - unchecked
+        return {}
+
+
+@dataclass(frozen=True)
+class Checkpointed:
+    """H: the Hermes context checkpoint, ``native`` (the study's) or ``hermes`` (as installed)."""
+
+    impl: str = "native"
+    name: str = "H"
+    whole: bool = False
+    checked: bool = True
+    role: str = "H"
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return {"name": "H", "h_impl": self.impl}
+
+    def part(self, cache, task, generation, allowance):
+        return cache.checkpoint(task, generation, allowance, self.impl)
+
+    def describe(self, cp):
+        if cp is None:
+            return {"impl": self.impl}
+        return {
+            "impl": self.impl,
+            "protocol": h_native.PROTOCOL if self.impl == "native" else h_hermes.protocol(),
+            "source_sha256": h_hermes.source_sha256() if self.impl == "hermes" else None,
+            **attempts_record(cp),
+        }
+
+
+def attempts_record(cp: Checkpoint) -> dict[str, Any]:
+    """A checked body's validity and attempts, as every checked method records them."""
+    return {"valid": cp.valid, "failure": cp.failure, "attempts": [asdict(a) for a in cp.attempts]}
+
+
+BUILTINS = {"full": Full, "S": Summary, "H": Checkpointed}
+"""The study's methods, by the name ``conf/method/<name>.yaml`` gives them."""
+
+
+def builtin(name: str, h_impl: str = "native") -> Method:
+    """Full, S or H (``h_impl``: H's implementation, checked by ``frozen.h_impl_for``)."""
+    return Checkpointed(h_impl) if BUILTINS[name] is Checkpointed else BUILTINS[name]()
