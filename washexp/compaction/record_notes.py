@@ -33,6 +33,14 @@ def method_notes(arms: pd.DataFrame, reference: bool) -> list[str]:
     labels = sorted({str(v) for v in arms.get("params.h_label", pd.Series(dtype=object)).dropna()} - {"n/a"})
     if labels:
         notes.append(f"H is {'; '.join(labels)}.")
+    plugins = sorted({str(m) for m in arms.get("method", pd.Series(dtype=object)).dropna()} - {"full", "S", "H"})
+    if plugins:
+        notes.append(
+            f"Plugin methods ({', '.join(plugins)}; their specs under provenance) answer to H's validity rule: "
+            "one attempt, the body within the allowance, the body alone under the ceiling, fewer input tokens "
+            "than Full. A body that breaks it is counted under 'invalid', a crash or a non-string body under "
+            "'failed contexts'; both score 0 and stay in."
+        )
     if reference:
         notes.append(
             "The reference backend is deterministic and calls no endpoint: one generation per task, and "
