@@ -29,7 +29,8 @@ from washexp.compaction.meter import EndpointMeter, Meter, local_meter
 from washexp.compaction.replies import NOT_JSON, role_json
 from washexp.compaction.roles import Ranking, RankJob, ReadJob, ReplyError, Roles, SummaryJob
 from washexp.models.base import ChatRequest, ChatResponse
-from washexp.models.openai_client import OpenAIModel, api_key
+from washexp.models.endpoint import open_recorder
+from washexp.models.openai_client import api_key
 from washexp.models.recorder import Recorder
 
 log = logging.getLogger("washexp")
@@ -65,20 +66,7 @@ def parse_scores(text: str, n: int) -> list[float]:
 def recorder_for(model, endpoint, root: Path) -> Recorder:
     """The recorder (and client) of one sweep: its call/replay counts cover the sweep and its
     concurrency bound holds across arms."""
-    directory = Path(endpoint.recordings) if endpoint.recordings else root / "mlruns" / "recordings"
-    if not directory.is_absolute():
-        directory = root / directory
-    client = None
-    if endpoint.replay != "strict":  # strict never calls out
-        client = OpenAIModel(
-            model.name,
-            endpoint.base_url,
-            endpoint.api_key_env,
-            endpoint.timeout_s,
-            endpoint.max_retries,
-            endpoint.max_concurrency,
-        )
-    return Recorder(client, model.name, directory, endpoint.replay)
+    return open_recorder(model, endpoint, root)
 
 
 def meter_for(model, endpoint, rec: Recorder) -> Meter:

@@ -26,8 +26,7 @@ from typing import Any
 from washexp.errors import ConfigError
 from washexp.hashing import sha256_bytes
 from washexp.models.base import ChatRequest, ChatResponse
-from washexp.models.openai_client import OpenAIModel
-from washexp.models.recorder import Recorder
+from washexp.models.endpoint import open_recorder
 
 PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
 SERVED = ("openai",)
@@ -100,20 +99,7 @@ def needs_served(washer: str, backend: str) -> None:
 def open_model(washer: str, model, endpoint, root: Path) -> WasherModel:
     """The sweep's washer model (see the module docstring); ``model``/``endpoint`` are the config nodes."""
     needs_served(washer, model.backend)
-    directory = Path(endpoint.recordings) if endpoint.recordings else root / "mlruns" / "recordings"
-    if not directory.is_absolute():
-        directory = root / directory
-    client = None
-    if endpoint.replay != "strict":  # strict never calls out
-        client = OpenAIModel(
-            model.name,
-            endpoint.base_url,
-            endpoint.api_key_env,
-            endpoint.timeout_s,
-            endpoint.max_retries,
-            endpoint.max_concurrency,
-        )
-    recorder = Recorder(client, model.name, directory, endpoint.replay)
+    recorder = open_recorder(model, endpoint, root)
     return WasherModel(recorder, model.temperature, model.max_tokens, dict(model.extra_body or {}))
 
 

@@ -1,0 +1,28 @@
+"""A sweep's recorder in front of its endpoint, built from the ``model`` and ``endpoint`` config
+nodes: shared by both families (the compaction roles, the model washers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from washexp.models.openai_client import OpenAIModel
+from washexp.models.recorder import Recorder
+
+
+def open_recorder(model, endpoint, root: Path) -> Recorder:
+    """Recordings under ``endpoint.recordings`` (default ``<project>/mlruns/recordings``); with
+    ``endpoint.replay=strict`` no client is built at all (strict never calls out)."""
+    directory = Path(endpoint.recordings) if endpoint.recordings else root / "mlruns" / "recordings"
+    if not directory.is_absolute():
+        directory = root / directory
+    client = None
+    if endpoint.replay != "strict":
+        client = OpenAIModel(
+            model.name,
+            endpoint.base_url,
+            endpoint.api_key_env,
+            endpoint.timeout_s,
+            endpoint.max_retries,
+            endpoint.max_concurrency,
+        )
+    return Recorder(client, model.name, directory, endpoint.replay)
