@@ -53,13 +53,13 @@ class _Doc:
     @classmethod
     def parse(cls, text: str) -> _Doc:
         content = [line[: len(line) - len(line_ending(line))] for line in split_lines(text)]
-        return cls(content, _protected_lines(content))
+        return cls(content, protected_lines(content))
 
     def blank(self, j: int) -> bool:
         return j not in self.protected and not self.content[j].strip()
 
 
-def _protected_lines(content: list[str]) -> set[int]:
+def protected_lines(content: list[str]) -> set[int]:
     """Frontmatter and fenced code blocks (an unclosed fence runs to the end, as CommonMark says)."""
     protected: set[int] = set()
     start = 0

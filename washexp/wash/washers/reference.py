@@ -53,6 +53,7 @@ from washexp.errors import ConfigError
 from washexp.wash.apply import is_pinned
 from washexp.wash.inventory import token_lists
 from washexp.wash.plan import Plan, PlanItem, line_ending, split_lines
+from washexp.wash.quick import protected_lines
 from washexp.wash.washer import Keep, Proposal, target_of
 from washexp.wash.washers import entailed_drops
 
@@ -125,7 +126,6 @@ _PHRASE_RX = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, PADDING_PHRASES)
 _SUPERSEDED_RX = re.compile("|".join(map(re.escape, SUPERSEDED_MARKERS)), re.IGNORECASE)
 _DONE_RX = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+\[[xX]\](?:\s|$)|\bDONE\b|\((?i:done)\)")
 _STRUCK = re.compile(r"~~[^~\n]+~~")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t#]*$")
 _LIST = re.compile(r"^(\s*(?:[-*+]|\d+[.)])\s+)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
@@ -167,34 +167,11 @@ class Doc:
         return j not in self.protected and not self.content[j].strip()
 
 
-def _protected(content: list[str]) -> set[int]:
-    """Frontmatter and fenced code blocks (an unclosed fence runs to the end)."""
-    out: set[int] = set()
-    start = 0
-    if content and content[0].lstrip("\ufeff").rstrip() == "---":
-        for j in range(1, len(content)):
-            if content[j].rstrip() in ("---", "..."):
-                out.update(range(j + 1))
-                start = j + 1
-                break
-    fence = ""
-    for j in range(start, len(content)):
-        m = _FENCE.match(content[j])
-        if fence:
-            out.add(j)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not content[j][m.end() :].strip():
-                fence = ""
-        elif m:
-            out.add(j)
-            fence = m.group(1)
-    return out
-
-
 def parse(name: str, text: str) -> Doc:
     """Split a file into units: a heading is one line, a list item runs over its indented
     continuation lines, a paragraph runs to a blank line, heading, list item or protected line."""
     content = [line[: len(line) - len(line_ending(line))] for line in split_lines(text)]
-    doc = Doc(name, content, _protected(content), pinned=is_pinned(text))
+    doc = Doc(name, content, protected_lines(content), pinned=is_pinned(text))
     j = 0
     while j < len(content):
         if doc.blank(j) or j in doc.protected:
