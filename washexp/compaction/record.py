@@ -2,8 +2,10 @@
 
 Arm rows are the arm runs' own cohort metrics (``primary/retention``...); per-task cells and
 the bootstrap read the condition runs. A failed condition counts 0 and stays in, as in the
-study's aggregation; an unmeasured value is ``n/a``, never 0. Preflight-phase runs are listed
-apart and enter no other table.
+study's aggregation; an unmeasured value is ``n/a``, never 0. A condition that failed because a
+context was longer than the model's window (the endpoint's own refusal) is such a 0 too, but
+counted apart and shown as ``OVER WINDOW``: a property of the model, not a broken run.
+Preflight-phase runs are listed apart and enter no other table.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from washexp.export.records import Column, Plot, Record, Table, show
 from washexp.tokens import TOKENIZER
 
 COHORTS = ("primary", "control")
+OVER_WINDOW = "OverWindow:"
+"""How the error tag of a condition refused for its length starts (``washexp.models.base.OverWindow``)."""
 REFERENCE_HEADLINE = (
     "Offline reference backend: a labelled deterministic baseline (extractive S and H, BM25 Jev "
     "ranking, no reader), not a model result. Its retention says which facts survive compaction "
@@ -76,14 +80,22 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         notes.append("No Full arm among the covered runs: comparisons with Full are left out.")
     if len(pre):
         notes.append(f"{len(pre)} preflight-phase arm run(s) are listed apart and enter no other table.")
+    over = _over_window(fconds)
+    if over.any():
+        notes.append(
+            f"{int(over.sum())} of {len(fconds)} conditions are over the model's window: the endpoint refused "
+            "a context longer than its window (its message is the run's error). They score 0 and stay in "
+            "the denominator, counted apart from other failures (OVER WINDOW in the per-task tables)."
+        )
     notes += _task_set_notes(fconds)
     notes += list(left_out)
 
-    tables = [_arm_table(final, c, "n/a") for c in COHORTS if n_tasks[c]]  # the notes say why
-    tables.append(_per_task_table(fconds, final, "retention", "Retention per task"))
+    over_by = fconds[over].groupby(["label", "cohort"]).size().to_dict()
+    tables = [_arm_table(final, c, "n/a", over_by) for c in COHORTS if n_tasks[c]]  # the notes say why
+    tables.append(_per_task_table(fconds, final, "retention", "Retention per task", over))
     if measured:
-        tables.append(_per_task_table(fconds, final, "fact_accuracy", "Fact accuracy per task"))
-    tables.append(_per_task_table(fconds, final, "input_tokens", "Mean input tokens per task"))
+        tables.append(_per_task_table(fconds, final, "fact_accuracy", "Fact accuracy per task", over))
+    tables.append(_per_task_table(fconds, final, "input_tokens", "Mean input tokens per task", over))
     tables += _interval_tables(per_task, cohort_of, final, score_name)
     tables.append(_preflight_table(pre))
 
@@ -120,6 +132,12 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
     )
 
 
+def _over_window(conds: pd.DataFrame) -> pd.Series:
+    """Which failed conditions the endpoint refused as longer than the model's window."""
+    error = conds.get("tags.washexp.error", pd.Series(None, index=conds.index, dtype=object))
+    return (conds["status"] == "FAILED") & error.fillna("").astype(str).str.startswith(OVER_WINDOW)
+
+
 def _per_task_scores(conds: pd.DataFrame, key: str) -> dict[str, dict[str, float]]:
     """arm label -> task -> score, a failed condition as 0."""
     out: dict[str, dict[str, float]] = {}
@@ -129,7 +147,7 @@ def _per_task_scores(conds: pd.DataFrame, key: str) -> dict[str, dict[str, float
     return out
 
 
-def _arm_table(final: pd.DataFrame, cohort: str, not_measured: str) -> Table:
+def _arm_table(final: pd.DataFrame, cohort: str, not_measured: str, over_by: dict | None = None) -> Table:
     rows = []
     for _, arm in final.iterrows():
         if value(arm, f"{cohort}/tasks") is None:
@@ -151,7 +169,8 @@ def _arm_table(final: pd.DataFrame, cohort: str, not_measured: str) -> Table:
                 "failed",
             )
         }
-        rows.append({"arm": arm["label"], **m, "run_id": arm["run_id"]})
+        over = (over_by or {}).get((arm["label"], cohort), 0)
+        rows.append({"arm": arm["label"], **m, "over_window": over, "run_id": arm["run_id"]})
 
     def na(key):
         return lambda r: not_measured if r[key] is None else show(r[key])
@@ -173,6 +192,7 @@ def _arm_table(final: pd.DataFrame, cohort: str, not_measured: str) -> Table:
         ),
         Column("invalid", "invalid", lambda r: _num(r["invalid"], 0)),
         Column("failed", "failed", lambda r: _num(r["failed"], 0)),
+        *((Column("over_window", "of which over the window", lambda r: str(r["over_window"])),) if over_by else ()),
         Column("run_id", "arm run"),
     )
     return Table(
@@ -185,28 +205,33 @@ def _arm_table(final: pd.DataFrame, cohort: str, not_measured: str) -> Table:
     )
 
 
-def _per_task_table(conds: pd.DataFrame, final: pd.DataFrame, key: str, title: str) -> Table:
+def _per_task_table(
+    conds: pd.DataFrame, final: pd.DataFrame, key: str, title: str, over: pd.Series | None = None
+) -> Table:
     labels = list(final.sort_values("order", kind="stable")["label"].drop_duplicates())
     rows = []
     order = sorted(conds.groupby(["cohort", "task"]), key=lambda kv: (COHORTS.index(kv[0][0]), kv[0][1]))
     for (cohort, task), group in order:
         row = {"task": task, "cohort": cohort}
-        failed = []
-        for _, c in group.iterrows():
+        failed, too_long = [], []
+        for i, c in group.iterrows():
             row[c["label"]] = value(c, key)
             if c["status"] == "FAILED":
-                failed.append(c["label"])
-        rows.append({**row, "failed": failed})
+                (too_long if over is not None and over[i] else failed).append(c["label"])
+        rows.append({**row, "failed": failed, "over_window": too_long})
     digits = 1 if key == "input_tokens" else 3
     columns = (
         Column("task", "task"),
         Column("cohort", "cohort"),
-        *(
-            Column(label, label, lambda r, lb=label: "FAILED" if lb in r["failed"] else _num(r.get(lb), digits))
-            for label in labels
-        ),
+        *(Column(label, label, lambda r, lb=label: _cell(r, lb, digits)) for label in labels),
     )
     return Table(f"per_task_{key}", title, columns, tuple(rows))
+
+
+def _cell(row: dict, label: str, digits: int) -> str:
+    if label in row["over_window"]:
+        return "OVER WINDOW"
+    return "FAILED" if label in row["failed"] else _num(row.get(label), digits)
 
 
 def _interval_tables(
