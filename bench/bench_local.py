@@ -8,8 +8,10 @@ with a fresh recordings folder (every request reaches the model) and tracking of
 starts and stops the llama.cpp server itself; its log holds llama.cpp's own timing of every
 request (``prompt eval time``, ``eval time``, ``total time``), from which this prints:
 
-- prompt tokens per second (prompt tokens read / time reading them; a prefix the server still
-  holds from the previous request is not read again and not counted);
+- prompt tokens per second: prompt tokens read / (total time - generation time), summed over
+  requests (llama-cpp-python decodes the prompt outside llama.cpp's "prompt eval" timer, so that
+  line's own time is near 0; a prefix the server still holds from the previous request is not
+  read again and not counted);
 - generation tokens per second;
 - the wall time of the panel against the ideal: the sum of the per-request server times, what
   the server alone needs with one request at a time (it has one slot).
@@ -104,8 +106,9 @@ def main() -> None:
     print(f"panel           13 arms x {len(tasks.split(','))} tasks ({args.tasks}), {args.generations} generation(s),")
     print(f"                {args.answers} answer(s) per context; {failed} condition(s) FAILED (see the runs)")
     print(f"requests        {t['total_count']} served")
-    if t["prompt_ms"]:
-        print(f"prompt          {t['prompt_n']} tokens read, {t['prompt_n'] / t['prompt_ms'] * 1000:.0f} tokens/s")
+    reading_ms = t["total_ms"] - t["eval_ms"]
+    if reading_ms > 0:
+        print(f"prompt          {t['prompt_n']} tokens read, {t['prompt_n'] / reading_ms * 1000:.0f} tokens/s")
     if t["eval_ms"]:
         print(f"generation      {t['eval_n']} tokens, {t['eval_n'] / t['eval_ms'] * 1000:.1f} tokens/s")
     ideal = t["total_ms"] / 1000
