@@ -274,6 +274,7 @@ def test_a_context_over_the_window_fails_its_condition_and_is_counted_apart(requ
     them as over the model's window."""
     gate(request)
     args = ["method=full", TASKS, *COMMON, "model.n_ctx=256", f"endpoint.recordings={tmp_path / 'rec'}"]
+    (tmp_path / "s1").mkdir(), (tmp_path / "s2").mkdir()
     run_cli(args, tmp_path / "s1")
     run_cli([*args, "endpoint.replay=strict"], tmp_path / "s2")
     for store in ("s1", "s2"):
@@ -289,8 +290,38 @@ def test_a_context_over_the_window_fails_its_condition_and_is_counted_apart(requ
         check=True,
         capture_output=True,
         timeout=300,
+        cwd=ROOT,  # export finds its project from the working directory
     )
     (md,) = out.glob("compaction-local-smollm2-135m-*.md")
     text = md.read_text()
     assert "2 of 2 conditions are over the model's window" in text
     assert "OVER WINDOW" in text
+
+
+@pytest.mark.local
+def test_the_reader_answers_a_full_context_graded_strictly(request, tmp_path):
+    """The reader role of ``model=local`` on a real context, apart from the sweep (where a Jev
+    ranking the model did not write as JSON can fail a condition before anything is read)."""
+    gate(request)
+    from washexp.compaction.context import full_context
+    from washexp.compaction.fixtures import load_tasks
+    from washexp.compaction.grading import grade, parse_facts
+    from washexp.compaction.roles import ReadJob, roles_for
+    from washexp.config import EndpointConfig, LocalModelConfig
+    from washexp.models.llama_server import port_free
+
+    (task,) = load_tasks(ROOT / "fixtures" / "compaction", ["backup"])
+    model = LocalModelConfig(backend="local", name="SmolLM2-135M-Instruct", max_tokens=256)
+    roles = roles_for(model, EndpointConfig(max_concurrency=1, threads=2, recordings=str(tmp_path / "rec")), tmp_path)
+    try:
+        reply = roles.read(ReadJob(task.id, full_context(task).messages, 0, 0))
+    finally:
+        roles.close()
+    assert port_free(roles.server.port) and not roles.server.running()
+    assert reply.text.strip() and reply.prompt_tokens > 100 and reply.key
+    graded = grade(task, reply.text)
+    assert set(graded.fields) == set(task.expected)
+    assert graded.malformed == (parse_facts(reply.text) is None)  # parsed, or counted as a format failure
+    assert not (graded.malformed and any(graded.fields.values()))
+    outcome = "format failure" if graded.malformed else f"{graded.score:.2f} of fields"
+    print(f"\nreader ({outcome}): {reply.text[:300]!r}")

@@ -394,8 +394,9 @@ def _unique(frame: pd.DataFrame, col: str) -> list[str]:
 def _fixtures(conds: pd.DataFrame) -> dict[str, str]:
     out = {}
     for task, group in conds.groupby("task", sort=True):
-        digests = sorted(set(group["fixture_sha256"].dropna()))
-        out[task] = ", ".join(digests) + (" (differs between runs!)" if len(digests) > 1 else "")
+        digests = _unique(group, "fixture_sha256")  # absent when every run of the task failed
+        out[task] = ", ".join(digests) or "n/a (no finished run)"
+        out[task] += " (differs between runs!)" if len(digests) > 1 else ""
     return out
 
 
