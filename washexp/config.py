@@ -32,7 +32,8 @@ class BenchmarkConfig:
 @dataclass
 class ModelConfig:
     backend: str = "reference"
-    """Which implementation of the roles: ``reference`` (offline, deterministic) or ``openai``."""
+    """Which implementation of the roles: ``reference`` (offline, deterministic), ``openai`` (a served
+    model) or ``local`` (a GGUF file served by llama.cpp on this machine; ``conf/model/local.yaml``)."""
     name: str = MISSING
     """Required: the model's name at its endpoint (``???`` in a YAML file would not override a
     default, so there is none)."""

@@ -89,14 +89,15 @@ def gguf_facts(path: Path) -> dict[str, str]:
     context length, read from its metadata (vocabulary only: no weights are loaded)."""
     import llama_cpp
 
-    try:
-        llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
-    except ValueError:  # llama-cpp-python's "Failed to load model from file"
-        raise ConfigError(f"model.gguf={str(path)!r}: not a GGUF file llama.cpp can load") from None
-    try:
-        meta = dict(llm.metadata)
-    finally:
-        llm.close()
+    with _quiet_stderr():  # llama.cpp's C code writes warnings to fd 2 even with verbose=False
+        try:
+            llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+        except ValueError:  # llama-cpp-python's "Failed to load model from file"
+            raise ConfigError(f"model.gguf={str(path)!r}: not a GGUF file llama.cpp can load") from None
+        try:
+            meta = dict(llm.metadata)
+        finally:
+            llm.close()
     ftypes = {v: k.removeprefix("LLAMA_FTYPE_MOSTLY_") for k, v in vars(llama_cpp).items() if k.startswith("LLAMA_FT")}
     arch = meta.get("general.architecture", "")
     file_type = meta.get("general.file_type")
@@ -106,6 +107,20 @@ def gguf_facts(path: Path) -> dict[str, str]:
         "quantisation": ftypes.get(int(file_type), file_type) if file_type is not None else "",
         "trained_n_ctx": meta.get(f"{arch}.context_length", ""),
     }
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """File descriptor 2 to /dev/null for a moment (start-up, before any worker thread exists)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def free_port() -> int:
