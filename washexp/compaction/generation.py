@@ -10,7 +10,7 @@ from typing import Any
 from washexp.compaction.aggregate import mean
 from washexp.compaction.context import Context
 from washexp.compaction.fixtures import Task
-from washexp.compaction.meter import ENDPOINT, LOCAL
+from washexp.compaction.meter import ENDPOINT, GGUF, LOCAL
 from washexp.compaction.retention import retained_fields, retention
 from washexp.compaction.roles import ReadJob, Roles
 from washexp.tokens import count
@@ -106,6 +106,7 @@ def condition_metrics(task: Task, gens: list[Generation], sizes, parts: dict[str
         "distinct_h": _distinct(parts["H"], _h_body),
         "h_full_check_endpoint": float(checks.count(ENDPOINT)) if checks else None,
         "h_full_check_local": float(checks.count(LOCAL)) if checks else None,
+        "h_full_check_gguf": float(checks.count(GGUF)) if checks else None,
     }
     if sizes.ceiling is not None:
         metrics["ceiling"] = float(sizes.ceiling)

@@ -6,7 +6,10 @@ check happens before any answer. So a context is counted, before it is sent:
 - by the endpoint's own tokenize route when the server offers one: vLLM's ``POST /tokenize``
   (``{"model", "messages"}`` -> ``{"count"}``) or llama.cpp's ``POST /apply-template`` then
   ``POST /tokenize`` (``{"content"}`` -> ``{"tokens"}``); the first count probes for the route;
-- else locally, with Qwen3's own chat template (``compaction.qwen_chat``).
+- else locally, with Qwen3's own chat template (``compaction.qwen_chat``);
+- for ``model=local``, with the served GGUF file's own chat template and vocabulary, rendered and
+  tokenized by the same llama-cpp-python code its server runs (:func:`gguf_meter`): llama-cpp-python's
+  server has no route that counts messages, and this count equals the ``prompt_tokens`` it reports.
 
 Every count says which of the two made it (:class:`Count.source`), and is recorded beside the
 chat recordings (``<recordings>/tokenize/``), so a replay (``endpoint.replay=strict`` included)
@@ -33,6 +36,7 @@ ENDPOINT = "endpoint tokenize route"
 _FAILED = (httpx.HTTPError, ValueError, KeyError, TypeError)
 """A route that is absent (404), refuses, or answers in another shape."""
 LOCAL = "local Qwen3 chat template"
+GGUF = "the served GGUF's own chat template"
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,37 @@ Meter = Callable[[tuple[dict, ...]], Count]
 def local_meter(enable_thinking: bool | None = None) -> Meter:
     def meter(messages: tuple[dict, ...]) -> Count:
         return Count(qwen_chat.count_messages(list(messages), enable_thinking), LOCAL)
+
+    return meter
+
+
+def gguf_meter(path: Path) -> Meter:
+    """The count llama-cpp-python's server makes of a chat request to this GGUF file: its chat
+    template (``tokenizer.chat_template``) rendered as the server renders it, then tokenized with
+    the file's vocabulary (no weights are loaded)."""
+    import llama_cpp
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    from washexp.models.llama_server import quiet_stderr
+
+    with quiet_stderr():
+        llm = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:  # the server would fall back to a guessed format we cannot reproduce exactly
+        llm.close()
+        return local_meter()
+    special = {
+        k: llm._model.token_get_text(t) if t != -1 else ""
+        for k, t in (("eos", llm.token_eos()), ("bos", llm.token_bos()))
+    }
+    render = Jinja2ChatFormatter(template=template, eos_token=special["eos"], bos_token=special["bos"])
+    lock = threading.Lock()  # one vocabulary, shared by the sweep's threads
+
+    def meter(messages: tuple[dict, ...]) -> Count:
+        prompt = render(messages=list(messages))
+        with lock:
+            tokens = llm.tokenize(prompt.prompt.encode("utf-8"), add_bos=not prompt.added_special, special=True)
+        return Count(len(tokens), GGUF)
 
     return meter
 

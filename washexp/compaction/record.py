@@ -2,8 +2,10 @@
 
 Arm rows are the arm runs' own cohort metrics (``primary/retention``...); per-task cells and
 the bootstrap read the condition runs. A failed condition counts 0 and stays in, as in the
-study's aggregation; an unmeasured value is ``n/a``, never 0. Preflight-phase runs are listed
-apart and enter no other table.
+study's aggregation; an unmeasured value is ``n/a``, never 0. A condition that failed because a
+context was longer than the model's window (the endpoint's own refusal) is such a 0 too, but
+counted apart and shown as ``OVER WINDOW``: a property of the model, not a broken run.
+Preflight-phase runs are listed apart and enter no other table.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from washexp.export.records import Column, Plot, Record, Table
 from washexp.tokens import TOKENIZER
 
 COHORTS = ("primary", "control")
+OVER_WINDOW = "OverWindow:"
+"""How the error tag of a condition refused for its length starts (``washexp.models.base.OverWindow``)."""
 REFERENCE_HEADLINE = (
     "Offline reference backend: a labelled deterministic baseline (extractive S and H, BM25 Jev "
     "ranking, no reader), not a model result. Its retention says which facts survive compaction "
@@ -81,6 +85,13 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         notes.append("No Full arm among the covered runs: comparisons with Full are left out.")
     if len(pre):
         notes.append(f"{len(pre)} preflight-phase arm run(s) are listed apart and enter no other table.")
+    over = _over_window(fconds)
+    if over.any():
+        notes.append(
+            f"{int(over.sum())} of {len(fconds)} conditions are over the model's window: the endpoint refused "
+            "a context longer than its window (its message is the run's error). They score 0 and stay in "
+            "the denominator, counted apart from other failures (OVER WINDOW in the per-task tables)."
+        )
     notes += record_notes.task_set_notes(fconds)
     notes += list(left_out)
     planned = int(first["params.generations"])
@@ -92,17 +103,18 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
     notes += record_notes.method_notes(arms, reference)
 
     api = record_tables.api_by_arm(fconds)
-    tables = [record_tables.arm_table(final, c, api, "n/a") for c in COHORTS if n_tasks[c]]  # the notes say why
-    tables.append(record_tables.per_task_table(fconds, final, "retention", "Retention per task"))
+    over_by = fconds[over].groupby(["label", "cohort"]).size().to_dict()
+    tables = [record_tables.arm_table(final, c, api, "n/a", over_by) for c in COHORTS if n_tasks[c]]  # notes say why
+
+    def task_table(key: str, title: str, digits: int = 3) -> Table:
+        return record_tables.per_task_table(fconds, final, key, title, digits, over)
+
+    tables.append(task_table("retention", "Retention per task"))
     if measured:
-        tables.append(record_tables.per_task_table(fconds, final, "fact_accuracy", "Fact accuracy per task"))
-        tables.append(
-            record_tables.per_task_table(fconds, final, "api_input_tokens", "Mean API input tokens per task", 1)
-        )
-    tables.append(
-        record_tables.per_task_table(fconds, final, "input_tokens", "Mean input tokens per task (local Qwen)", 1)
-    )
-    tables.append(record_tables.per_task_table(fconds, final, "units_kept", "Units kept per task (mean)", 1))
+        tables.append(task_table("fact_accuracy", "Fact accuracy per task"))
+        tables.append(task_table("api_input_tokens", "Mean API input tokens per task", 1))
+    tables.append(task_table("input_tokens", "Mean input tokens per task (local Qwen)", 1))
+    tables.append(task_table("units_kept", "Units kept per task (mean)", 1))
     tables.append(generations)
     tables.append(record_tables.failed_contexts_table(fconds))
     tables += _interval_tables(per_task, cohort_of, final, score_name)
@@ -143,6 +155,12 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         appendix=(_runs_table(arms, conds),),
         arm_runs=tuple(final["run_id"]),
     )
+
+
+def _over_window(conds: pd.DataFrame) -> pd.Series:
+    """Which failed conditions the endpoint refused as longer than the model's window."""
+    error = conds.get("tags.washexp.error", pd.Series(None, index=conds.index, dtype=object))
+    return (conds["status"] == "FAILED") & error.fillna("").astype(str).str.startswith(OVER_WINDOW)
 
 
 def _per_task_scores(conds: pd.DataFrame, key: str) -> dict[str, dict[str, float]]:
@@ -304,8 +322,9 @@ def _unique(frame: pd.DataFrame, col: str) -> list[str]:
 def _fixtures(conds: pd.DataFrame) -> dict[str, str]:
     out = {}
     for task, group in conds.groupby("task", sort=True):
-        digests = sorted(set(group["fixture_sha256"].dropna()))
-        out[task] = ", ".join(digests) + (" (differs between runs!)" if len(digests) > 1 else "")
+        digests = _unique(group, "fixture_sha256")  # absent when every run of the task failed
+        out[task] = ", ".join(digests) or "n/a (no finished run)"
+        out[task] += " (differs between runs!)" if len(digests) > 1 else ""
     return out
 
 

@@ -69,10 +69,16 @@ def count_notes(final: pd.DataFrame, measured: bool) -> list[str]:
         value(a, f"{c}/h_full_check_endpoint") or 0.0 for _, a in h.iterrows() for c in ("primary", "control")
     )
     local = sum(value(a, f"{c}/h_full_check_local") or 0.0 for _, a in h.iterrows() for c in ("primary", "control"))
+    gguf = sum(value(a, f"{c}/h_full_check_gguf") or 0.0 for _, a in h.iterrows() for c in ("primary", "control"))
     if endpoint or local:
         notes.append(
             f"H's 'fewer input tokens than Full' check was decided by the endpoint's tokenize route for "
             f"{endpoint:.0f} context(s) and by the local Qwen3 chat template for {local:.0f}."
+        )
+    if gguf:
+        notes.append(
+            f"H's 'fewer input tokens than Full' check was decided for {gguf:.0f} context(s) by the served "
+            "GGUF file's own chat template and vocabulary, the count its llama.cpp server reports."
         )
     return notes
 

@@ -58,14 +58,17 @@ ARM_KEYS = (
 )
 
 
-def arm_table(final: pd.DataFrame, cohort: str, api: dict, not_measured: str) -> Table:
+def arm_table(final: pd.DataFrame, cohort: str, api: dict, not_measured: str, over_by: dict | None = None) -> Table:
+    """``over_by``: (arm label, cohort) -> conditions refused as over the model's window; the column
+    shows only when some were."""
     rows = []
     for _, arm in final.iterrows():
         if value(arm, f"{cohort}/tasks") is None:
             continue
         m = {k: value(arm, f"{cohort}/{k}") for k in ARM_KEYS}
         extra = api.get((arm["label"], cohort), {"api_reduction_pct": None, "api_contexts_shortened": None})
-        rows.append({"arm": arm["label"], **m, **extra, "run_id": arm["run_id"]})
+        over = (over_by or {}).get((arm["label"], cohort), 0)
+        rows.append({"arm": arm["label"], **m, **extra, "over_window": over, "run_id": arm["run_id"]})
 
     def na(key):
         return lambda r: not_measured if r[key] is None else show(r[key])
@@ -95,6 +98,7 @@ def arm_table(final: pd.DataFrame, cohort: str, api: dict, not_measured: str) ->
         Column("invalid", "invalid", lambda r: _num(r["invalid"], 0)),
         Column("contexts_failed", "failed contexts", lambda r: _num(r["contexts_failed"] or 0.0, 0)),
         Column("failed", "failed conditions", lambda r: _num(r["failed"], 0)),
+        *((Column("over_window", "of which over the window", lambda r: str(r["over_window"])),) if over_by else ()),
         Column("run_id", "arm run"),
     )
     return Table(
@@ -110,28 +114,34 @@ def arm_table(final: pd.DataFrame, cohort: str, api: dict, not_measured: str) ->
     )
 
 
-def per_task_table(conds: pd.DataFrame, final: pd.DataFrame, key: str, title: str, digits: int = 3) -> Table:
+def per_task_table(
+    conds: pd.DataFrame, final: pd.DataFrame, key: str, title: str, digits: int = 3, over: pd.Series | None = None
+) -> Table:
+    """``over``: which failed conditions were over the model's window (``OVER WINDOW`` cells)."""
     labels = list(final.sort_values("order", kind="stable")["label"].drop_duplicates())
     rows = []
     for (cohort, task), group in _tasks(conds):
         row = {"task": task, "cohort": cohort, "units": _first(group, "units_total")}
-        failed = []
-        for _, c in group.iterrows():
+        failed, too_long = [], []
+        for i, c in group.iterrows():
             row[c["label"]] = value(c, key)
             if c["status"] == "FAILED":
-                failed.append(c["label"])
-        rows.append({**row, "failed": failed})
+                (too_long if over is not None and over[i] else failed).append(c["label"])
+        rows.append({**row, "failed": failed, "over_window": too_long})
     units = (Column("units", "units", lambda r: _num(r["units"], 0)),) if key == "units_kept" else ()
     columns = (
         Column("task", "task"),
         Column("cohort", "cohort"),
         *units,
-        *(
-            Column(label, label, lambda r, lb=label: "FAILED" if lb in r["failed"] else _num(r.get(lb), digits))
-            for label in labels
-        ),
+        *(Column(label, label, lambda r, lb=label: _cell(r, lb, digits)) for label in labels),
     )
     return Table(f"per_task_{key}", title, columns, tuple(rows))
+
+
+def _cell(row: dict, label: str, digits: int) -> str:
+    if label in row["over_window"]:
+        return "OVER WINDOW"
+    return "FAILED" if label in row["failed"] else _num(row.get(label), digits)
 
 
 def generations_table(conds: pd.DataFrame, planned: int, note: str) -> Table:

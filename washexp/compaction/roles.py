@@ -101,6 +101,9 @@ class Roles:
     pool: ThreadPoolExecutor | None = field(default=None, compare=False)
     """The model calls of every condition share it, so an endpoint stays busy while a
     condition waits on its summaries or answers; None offline (calls run in order)."""
+    logs: Callable[[], dict[str, str]] | None = None
+    """name -> text a backend keeps beside its calls since the last ask (the local server's log),
+    logged with each arm run."""
 
     def each(self, fn: Callable[[int], Any], n: int) -> list[Any]:
         """``fn(g)`` for g in 0..n-1, through the pool when there is one. ``fn`` must not itself
@@ -119,6 +122,7 @@ BACKENDS = Registry(
     {
         "reference": "washexp.compaction.reference:reference_backend",
         "openai": "washexp.compaction.openai_roles:openai_backend",
+        "local": "washexp.compaction.local_roles:local_backend",
     },
 )
 """``model.backend`` -> ``factory(model, endpoint, root) -> Roles``."""

@@ -165,6 +165,8 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         metrics = arm_metrics(per_task, {t.id: t.cohort for t in plan.tasks})
         table = {t.id: {"cohort": t.cohort, **per_task[t.id]} for t in plan.tasks}
         artifacts = {"conditions.json": to_json(table), "config.yaml": plan.config_yaml}
+        if plan.cache.roles.logs:  # e.g. the local server's log
+            artifacts |= plan.cache.roles.logs()
         return Result(metrics, artifacts, manifest={"source": plan.source})
 
     def progress(work: Work, state: str, counts: dict[str, int]) -> None:

@@ -32,6 +32,14 @@ class ChatResponse:
     """The recording this reply came from (``None`` when no recorder stands between)."""
 
 
+class OverWindow(Exception):
+    """The endpoint refused a request longer than the model's context window (HTTP 400
+    ``context_length_exceeded``), in its own words. Not a :class:`~washexp.errors.ModelError`: the
+    endpoint works, this one context does not fit, so only the condition that needs it fails (and
+    scores 0); a record counts these apart, as "over the model's window". The refusal is recorded
+    like a reply, so a replay fails the same way without a call."""
+
+
 @runtime_checkable
 class Model(Protocol):
     def chat(self, request: ChatRequest) -> ChatResponse: ...

@@ -6,6 +6,9 @@ The client's own retries are off; this module retries, so the policy is one visi
   is retried with exponential backoff and full jitter (``backoff_s * 2**attempt``, capped), a
   ``Retry-After`` header taking precedence; the loop is ours rather than the client's so a
   waiting request gives its concurrency slot back;
+- a 400 with the code ``context_length_exceeded`` (the context is longer than the model's window)
+  is :class:`~washexp.models.base.OverWindow` with the endpoint's own message: a property of this
+  request, not of the endpoint, so only the condition that sent it fails;
 - any other 4xx fails at once: the endpoint said no, asking again will not change that;
 - every failure ends in a one-line :class:`~washexp.errors.ModelError` naming the endpoint
   (with any credentials in the URL removed) and the last error. The key never appears.
@@ -26,13 +29,15 @@ from urllib.parse import urlsplit
 import openai
 
 from washexp.errors import ModelError
-from washexp.models.base import ChatRequest, ChatResponse, safe_url
+from washexp.models.base import ChatRequest, ChatResponse, OverWindow, safe_url
 
 log = logging.getLogger("washexp")
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 PLACEHOLDER_KEY = "not-needed-for-a-local-endpoint"
 BACKOFF_CAP_S = 60.0
+OVER_WINDOW = "context_length_exceeded"
+"""The error code OpenAI's API, and servers that copy it (llama.cpp's), give a too-long context."""
 RETRIED = (408, 409, 429)
 """Below 500, the statuses the openai client retries too (request timeout, conflict, rate limit)."""
 
@@ -60,6 +65,12 @@ def retry_after(err: openai.APIStatusError) -> float | None:
     except ValueError:
         when = email.utils.parsedate_to_datetime(value)
         return max(0.0, when.timestamp() - time.time()) if when else None
+
+
+def _code(err: openai.APIStatusError) -> str | None:
+    body = err.body
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    return getattr(err, "code", None) or (inner.get("code") if isinstance(inner, dict) else None)
 
 
 def _message(err: openai.APIStatusError) -> str:
@@ -102,6 +113,8 @@ class OpenAIModel:
                     return self._once(request)
             except openai.APIStatusError as err:
                 last = f"HTTP {err.status_code}: {_message(err)}"
+                if err.status_code == 400 and _code(err) == OVER_WINDOW:
+                    raise OverWindow(f"over the model's window: {last}") from None
                 if err.status_code not in RETRIED and err.status_code < 500:
                     raise ModelError(f"{self.endpoint} refused the request ({last})") from None
                 wait = retry_after(err)

@@ -7,6 +7,10 @@ endpoint. A record is written to a temporary file in the same folder and then li
 so a crash leaves no half file, and when two writers race on one key the first link wins and the
 other adopts the winner's response (every caller of a key sees the same answer).
 
+A refusal for length (:class:`~washexp.models.base.OverWindow`) is a property of the request, so it
+is recorded too, as ``"over_window": message`` in place of a response, and replays as the same
+refusal.
+
 Modes: ``auto`` replays what is recorded and calls the model for the rest; ``strict`` never
 calls out and fails with the missing key.
 """
@@ -23,7 +27,7 @@ from typing import Any
 
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_hash
-from washexp.models.base import ChatRequest, ChatResponse, Model
+from washexp.models.base import ChatRequest, ChatResponse, Model, OverWindow
 
 MODES = ("auto", "strict")
 
@@ -74,23 +78,22 @@ class Recorder:
                     f"({role or 'call'}{f' of task {task_id}' if task_id else ''}) "
                     f"in {self.dir}"
                 )
-            response = self.model.chat(request)
-            record = self._write(
-                key,
-                {
-                    "key": key,
-                    "model": self.model_name,
-                    "role": role,
-                    "request": _request_dict(request),
-                    "response": {k: v for k, v in asdict(response).items() if k != "key"},
-                },
-            )
+            entry = {"key": key, "model": self.model_name, "role": role, "request": _request_dict(request)}
+            try:
+                response = self.model.chat(request)
+                entry["response"] = {k: v for k, v in asdict(response).items() if k != "key"}
+            except OverWindow as err:
+                entry["over_window"] = str(err)
+            record = self._write(key, entry)
             counter = "calls"
         else:
             counter = "hits"
         with self._lock:
             setattr(self, counter, getattr(self, counter) + 1)
             self._seen[key] = record
+        if "over_window" in record:
+            where = f"{role or 'call'}{f' of task {task_id}' if task_id else ''}"
+            raise OverWindow(f"{record['over_window']} ({where}, request {key[:12]})")
         return ChatResponse(**{**record["response"], "key": key})
 
     def load(self, key: str) -> dict | None:

