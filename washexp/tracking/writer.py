@@ -152,7 +152,9 @@ class Run:
 
 
 class Tracker:
-    def __init__(self, uri: str, experiment: str, artifact_root: Path):
+    def __init__(self, uri: str, experiment: str, artifact_root: Path | None, lock_dir: Path):
+        """``artifact_root``: where a new experiment keeps its artifacts; None leaves it to the
+        tracking server. ``lock_dir`` holds the lock on experiment creation."""
         import mlflow
         from filelock import FileLock
         from mlflow.tracking import MlflowClient
@@ -162,13 +164,15 @@ class Tracker:
         mlflow.set_tracking_uri(uri)
         self.uri = uri
         self.client = MlflowClient(uri)
-        artifact_root.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(artifact_root / ".washexp.lock")):
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(lock_dir / ".washexp.lock")):
             found = self.client.get_experiment_by_name(experiment)
             self.experiment_id = (
                 found.experiment_id
                 if found
-                else self.client.create_experiment(experiment, artifact_location=artifact_root.as_uri())
+                else self.client.create_experiment(
+                    experiment, artifact_location=artifact_root.as_uri() if artifact_root else None
+                )
             )
 
     def find(self, identity_hash: str) -> Found:
