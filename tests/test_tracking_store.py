@@ -121,3 +121,12 @@ def test_a_failed_run_keeps_its_error_and_manifest(tmp_path):
     seen = _seen(tracker.client, run.info.run_id)
     assert set(seen["artifacts"]) == {"error.txt", "manifest.json"}
     assert seen["tags"]["washexp.sha256.error.txt"] == seen["artifacts"]["error.txt"]
+
+
+def test_the_sqlite_store_commits_through_a_write_ahead_log(tmp_path):
+    """Each run commits several transactions; with the rollback journal each waited on the disk."""
+    import sqlite3
+
+    open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", None, "t", tmp_path)
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

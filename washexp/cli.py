@@ -62,7 +62,8 @@ def _parser(root: Path) -> argparse.ArgumentParser:
     s.add_argument(
         "--backend-store-uri",
         default=default_uri(root),
-        help="run metadata: sqlite:///<project>/mlruns/mlflow.db (default) or postgresql://user@host/db",
+        help="run metadata: sqlite:///<project>/mlruns/mlflow.db (default)"
+        " or postgresql+psycopg://user@host/db (the postgres extra)",
     )
     s.add_argument(
         "--artifacts-destination",
