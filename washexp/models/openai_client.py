@@ -101,13 +101,21 @@ class OpenAIModel:
         self.name, self.endpoint = name, safe_url(base_url)
         self.max_retries, self.backoff_s = max_retries, backoff_s
         self._slots = threading.BoundedSemaphore(max(1, max_concurrency))
+        self._closed = threading.Event()
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key(base_url, api_key_env), timeout=timeout_s, max_retries=0
         )
 
+    def close(self) -> None:
+        """No more attempts: a retry waiting on an endpoint that is going away (the sweep ends,
+        Ctrl-C, SIGTERM) gives up at once instead of backing off against it."""
+        self._closed.set()
+
     def chat(self, request: ChatRequest) -> ChatResponse:
         last = ""
         for attempt in range(self.max_retries + 1):
+            if self._closed.is_set():
+                raise ModelError(f"{self.endpoint}: the sweep is ending{f' (last error: {last})' if last else ''}")
             try:
                 with self._slots:
                     return self._once(request)
@@ -127,7 +135,7 @@ class OpenAIModel:
             if wait is None:
                 wait = random.uniform(0, min(BACKOFF_CAP_S, self.backoff_s * 2**attempt))
             log.warning("%s: %s; retry %d/%d in %.1fs", self.endpoint, last, attempt + 1, self.max_retries, wait)
-            time.sleep(min(wait, BACKOFF_CAP_S))
+            self._closed.wait(min(wait, BACKOFF_CAP_S))
         tries = self.max_retries + 1
         raise ModelError(
             f"{self.endpoint}: gave up after {tries} attempt{'s' if tries > 1 else ''}; last error: {last}"
