@@ -132,3 +132,18 @@ def test_a_write_waits_while_another_process_holds_the_store(tmp_path):
         holder.wait(timeout=30)
     assert tracker.find("h1").finished is not None
     assert waited > 5, "the write really waited for the other process"
+
+
+def test_the_store_and_experiment_are_made_before_any_job(tmp_path):
+    """Both jobs fail before opening a tracker: the experiment can only come from the launching
+    process's callback."""
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="needs the [test] extra (joblib launcher)")
+    proc = run_cli(["-m", "hydra/launcher=joblib_local", "topn=-2,-1", "task=payment"], tmp_path, check=False)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert sorted(line for line in proc.stderr.splitlines() if line.startswith("washexp:")) == [
+        "washexp: topn=-1: must be >= 0",
+        "washexp: topn=-2: must be >= 0",
+    ]
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("compaction")
+    assert exp is not None and not client.search_runs([exp.experiment_id])
