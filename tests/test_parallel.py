@@ -12,9 +12,6 @@ exit 2. The same command again reuses every finished arm.
 from __future__ import annotations
 
 import hashlib
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -102,36 +99,6 @@ def test_the_same_sweep_again_reuses_every_arm(parallel):
     _, client, _, second, _ = parallel
     assert len(_runs(client, "arm")) == 2 and len(_runs(client, "condition")) == 2
     assert (second.stdout + second.stderr).count("finished already; rerun=true runs it again") == 2
-
-
-HOLD = """
-import sqlite3, sys, time
-db = sqlite3.connect(sys.argv[1], isolation_level=None)
-db.execute("BEGIN EXCLUSIVE")
-print("held", flush=True)
-time.sleep(float(sys.argv[2]))
-db.execute("COMMIT")
-"""
-
-
-def test_a_write_waits_while_another_process_holds_the_store(tmp_path):
-    """SQLite's driver gives up after 5 s; a writer held up longer still lands its run."""
-    from washexp.tracking.writer import Tracker
-
-    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "held", tmp_path / "mlruns")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(tmp_path / "mlflow.db"), "7"], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        start = time.monotonic()
-        run = tracker.open("waits", "h1", {"p": 1}, {})
-        run.finish({"m": 1.0}, {"a.txt": "x"})
-        waited = time.monotonic() - start
-    finally:
-        holder.wait(timeout=30)
-    assert tracker.find("h1").finished is not None
-    assert waited > 5, "the write really waited for the other process"
 
 
 def test_the_store_and_experiment_are_made_before_any_job(tmp_path):
