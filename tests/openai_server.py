@@ -20,6 +20,9 @@ native or Hermes': "TURNS TO SUMMARIZE"). Replies by kind:
   with content -> ``{"tokens"}``) or None (404, as DashScope or OpenAI). Counts are scripted
   (the same formula as the chat replies' ``prompt_tokens``), never a tokenizer's.
 
+``Script.rendezvous[kind] = n`` holds each request of that kind until n of them have arrived (at most
+60 s), so n callers in different processes are sure to ask at once (a cross-process race made real).
+
 ``Script.forced`` holds behaviours for the next requests, whatever their kind: ``"429:<s>"``
 (with ``Retry-After: <s>``), ``"500"``, ``"408"``, ``"409"``, ``"400"``, ``"hang:<s>"`` (answer after s seconds,
 past a short client timeout), ``"drop"`` (close the connection without a response).
@@ -64,10 +67,23 @@ class Script:
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.in_flight = self.peak = 0
+        self.rendezvous: dict[str, int] = {}
+        self._arrived = threading.Condition(self.lock)
+
+    def meet(self, kind: str) -> None:
+        """Wait until ``rendezvous[kind]`` requests of ``kind`` have arrived (see the module doc)."""
+        need = self.rendezvous.get(kind)
+        if need:
+            with self._arrived:
+                self._arrived.notify_all()
+                self._arrived.wait_for(lambda: self.count_locked(kind) >= need, timeout=60)
+
+    def count_locked(self, kind: str | None = None) -> int:
+        return sum(1 for r in self.requests if kind in (None, r["kind"]))
 
     def count(self, kind: str | None = None) -> int:
         with self.lock:
-            return sum(1 for r in self.requests if kind in (None, r["kind"]))
+            return self.count_locked(kind)
 
     def task_in(self, text: str):
         found = [t for q, t in self.tasks.items() if q in text]
@@ -175,6 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
             s.in_flight += 1
             s.peak = max(s.peak, s.in_flight)
         try:
+            s.meet(kind)
             if s.latency:
                 time.sleep(s.latency)
             if forced == "drop":

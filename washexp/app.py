@@ -10,8 +10,9 @@
   a job that could not finish (an unusable endpoint) in one line and exit 1.
 
 Each Hydra job is one arm (or measurement) of one benchmark; the family's job function does the
-rest. A :class:`Sweep` lives as long as the command: what jobs share (roles, frozen summaries, the
-endpoint's fate, errors) is kept on it, not in module globals.
+rest. A :class:`~washexp.sweep.Sweep` lives as long as the command: what jobs share (roles, frozen
+summaries, the endpoint's fate, errors) is kept on it, not in module globals; under a parallel
+launcher each worker process has its own, and reports back to this one.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ import os
 import re
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from washexp.config import SHORT_KEYS, SHORT_PREFIXES, register
 from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
+from washexp.sweep import Sweep, sigterm_as_exit
 
 _RANGE = re.compile(r"^([\w.]+)=(-?\d+)\.\.(-?\d+)$")
 log = logging.getLogger("washexp")
@@ -69,35 +70,6 @@ class JobInfo:
 
     overrides: str
     sweep: str
-
-
-@dataclass
-class Sweep:
-    """What the jobs of one command share, for as long as the command runs."""
-
-    root: Path
-    errors: list[str] = field(default_factory=list)
-    """One line per job that ended in a user error (a multirun goes on with its other jobs)..."""
-    exit_code: int = 0
-    endpoint_down: str | None = None
-    """...unless the model endpoint is unusable: then the remaining jobs are skipped."""
-    _shared: dict[Any, Any] = field(default_factory=dict)
-
-    def shared(self, key: Any, make):
-        """The object ``make()`` built the first time ``key`` was asked for in this sweep."""
-        if key not in self._shared:
-            self._shared[key] = make()
-        return self._shared[key]
-
-    def fail(self, line: str, code: int) -> None:
-        self.errors.append(line)
-        self.exit_code = max(self.exit_code, code)
-
-    def close(self) -> None:
-        for value in self._shared.values():
-            close = getattr(value, "close", None)
-            if close:
-                close()
 
 
 def _job_info(root: Path):
@@ -151,10 +123,6 @@ def one_line(err: BaseException) -> str:
     return ": ".join(dict.fromkeys(parts))
 
 
-def _sigterm(*_):
-    raise SystemExit(143)  # unwinds like Ctrl-C: open runs end KILLED, servers stop
-
-
 def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     """``root``: the project (the folder holding ``conf/`` and ``run.py``); by default found
     from the working directory."""
@@ -177,9 +145,12 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
 
     @hydra.main(config_path=str(root / "conf"), config_name="config", version_base="1.3")
     def job(cfg) -> None:
-        _run_job(cfg, sweep)
+        here = sweep.here()  # in a parallel launcher's worker, that worker's own sweep
+        _run_job(cfg, here)
+        if here is not sweep:
+            here.report()
 
-    previous = signal.signal(signal.SIGTERM, _sigterm)
+    previous = signal.signal(signal.SIGTERM, sigterm_as_exit)
     try:
         job()
     except (HydraException, OmegaConfBaseException) as err:
@@ -187,6 +158,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
         return 2
     finally:
         signal.signal(signal.SIGTERM, previous)
+        sweep.collect()  # what jobs in other processes reported
         sweep.close()
     for line in dict.fromkeys(sweep.errors):
         print(f"washexp: {line}", file=sys.stderr)
