@@ -107,9 +107,9 @@ def _item_problem(item: PlanItem) -> tuple[str, str] | None:
     """(field, problem) for the first broken field of ``item``, or None."""
     if problem := check_file_name(item.file):
         return "file", problem
-    if item.op not in OPS:
+    if not isinstance(item.op, str) or item.op not in OPS:  # a list is unhashable: check the type first
         return "op", f"must be one of {', '.join(sorted(OPS))}, got {item.op!r}"
-    if item.cls not in CLASSES:
+    if not isinstance(item.cls, str) or item.cls not in CLASSES:
         return "cls", f"must be one of {', '.join(sorted(CLASSES))}, got {item.cls!r}"
     if not isinstance(item.reason, str) or not item.reason.strip():
         return "reason", f"must be a non-empty string, got {item.reason!r}"
