@@ -91,9 +91,9 @@ class PlanItem:
         """Build an item from its JSON form; errors name ``index`` and the field."""
         if not isinstance(data, Mapping):
             raise PlanError(f"must be an object, got {type(data).__name__}", index=index)
-        unknown = sorted(set(data) - set(_ITEM_KEYS))
+        unknown = sorted(set(data) - set(_ITEM_KEYS), key=repr)  # keys of any type
         if unknown:
-            raise PlanError(f"unknown field(s) {', '.join(map(str, unknown))}", index=index)
+            raise PlanError(f"unknown field(s) {', '.join(map(repr, unknown))}", index=index)
         for key in _ITEM_KEYS[:-1]:  # text is optional
             if key not in data:
                 raise PlanError("is missing", index=index, field=key)
@@ -167,9 +167,9 @@ class Plan:
         """Build a plan from its JSON form; ``items`` is required, the rest default to empty."""
         if not isinstance(data, Mapping):
             raise PlanError(f"must be an object, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(_PLAN_KEYS))
+        unknown = sorted(set(data) - set(_PLAN_KEYS), key=repr)
         if unknown:
-            raise PlanError(f"unknown field(s) {', '.join(map(str, unknown))}")
+            raise PlanError(f"unknown field(s) {', '.join(map(repr, unknown))}")
         for key in ("items", "approved_drops", "notes"):
             if not isinstance(data.get(key, []), list):
                 raise PlanError(f"{key} must be a list, got {type(data[key]).__name__}")
