@@ -25,7 +25,9 @@ native or Hermes': "TURNS TO SUMMARIZE"). Replies by kind:
 
 ``Script.forced`` holds behaviours for the next requests, whatever their kind: ``"429:<s>"``
 (with ``Retry-After: <s>``), ``"500"``, ``"408"``, ``"409"``, ``"400"``, ``"hang:<s>"`` (answer after s seconds,
-past a short client timeout), ``"drop"`` (close the connection without a response).
+past a short client timeout), ``"drop"`` (close the connection without a response), and bodies
+that are no chat completion, all with status 200: ``"html"`` (a proxy's HTML error page),
+``"empty"`` (a JSON content type and no body), ``"no-choices"`` (a JSON object without choices).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ H_BODY = (
     "## Historical Task Snapshot\nNone. This session contains no user-authored turns.\n\n"
     "## Critical Context\n- scripted checkpoint body from the test server"
 )
+
+HTML_PAGE = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>\n"
 
 
 def wrong_type(value):
@@ -155,6 +159,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _send_raw(self, content_type: str, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _tokenize(self, body: dict) -> None:
         """The scripted tokenize routes (see the module doc); 404 when the script has none."""
         s, route = self.script, self.path.rstrip("/").rsplit("/", 1)[-1]
@@ -205,6 +216,12 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             elif forced in ("500", "408", "409"):
                 return self._send(int(forced), {"error": {"message": f"scripted status {forced}"}})
+            elif forced == "html":
+                return self._send_raw("text/html", HTML_PAGE)
+            elif forced == "empty":
+                return self._send_raw("application/json", b"")
+            elif forced == "no-choices":
+                return self._send_raw("application/json", b'{"id": "chatcmpl-scripted", "object": "chat.completion"}')
             elif forced == "400":
                 return self._send(400, {"error": {"message": "scripted: this model does not accept that request"}})
             text = s.reply(kind, task, messages, body.get("temperature") or 0.0)

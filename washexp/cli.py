@@ -4,7 +4,8 @@
                    [--out DIR] [--tracking-uri URI]
     washexp ui [--port 5000] [--experiment compaction] [--tracking-uri URI] [--no-browser]
 
-Exit codes: 0 done; 1 a problem the user can fix (one line on stderr); 2 bad usage (argparse).
+Exit codes: 0 done; 1 a problem the user can fix (one line on stderr); 2 bad usage, found before any
+work: argparse's, an unknown ``--topic`` or an ``--out`` folder that cannot be written (one line).
 A low score is a result, never an exit code.
 """
 
@@ -20,7 +21,7 @@ import urllib.request
 import webbrowser
 from pathlib import Path
 
-from washexp.errors import WashexpError
+from washexp.errors import ConfigError, WashexpError
 
 
 def _date(text: str) -> str:
@@ -83,16 +84,9 @@ def runs_url(port: int, experiment_id: str) -> str:
     return f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs"
 
 
-def ui(args: argparse.Namespace) -> int:
-    from washexp.tracking.reader import experiment_id
-
-    uri = args.tracking_uri
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
-        raise WashexpError(f"no tracking store at {uri}: run a sweep first (python run.py ...)")
-    exp_id = experiment_id(uri, args.experiment)
-    if exp_id is None:
-        raise WashexpError(f"no experiment {args.experiment!r} in {uri}: run a sweep first")
-    cmd = [
+def ui_command(uri: str, port: int) -> list[str]:
+    """The MLflow server ``washexp ui`` starts: on 127.0.0.1 only, so the runs never face the network."""
+    return [
         sys.executable,
         "-m",
         "mlflow",
@@ -102,9 +96,20 @@ def ui(args: argparse.Namespace) -> int:
         "--host",
         "127.0.0.1",
         "--port",
-        str(args.port),
+        str(port),
     ]
-    server = subprocess.Popen(cmd)
+
+
+def ui(args: argparse.Namespace) -> int:
+    from washexp.tracking.reader import experiment_id
+
+    uri = args.tracking_uri
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        raise WashexpError(f"no tracking store at {uri}: run a sweep first (python run.py ...)")
+    exp_id = experiment_id(uri, args.experiment)
+    if exp_id is None:
+        raise WashexpError(f"no experiment {args.experiment!r} in {uri}: run a sweep first")
+    server = subprocess.Popen(ui_command(uri, args.port))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so `finally` stops the server too
     try:
         if not _wait_healthy(args.port, server):
@@ -165,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser(root).parse_args(argv)
     try:
         return {"export": export, "ui": ui}[args.command](args)
+    except ConfigError as err:  # a usage error found before any work (an unknown --topic, an unwritable --out)
+        print(f"washexp: {err}", file=sys.stderr)
+        return 2
     except WashexpError as err:
         print(f"washexp: {err}", file=sys.stderr)
         return 1
