@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,3 +40,10 @@ def run_cli(
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     return tmp_path
+
+
+# Property tests run the same examples every time: a green suite stays green on the next clone
+# (hypothesis' own random search is for a developer's exploratory run: HYPOTHESIS_PROFILE=explore).
+settings.register_profile("fixed", derandomize=True, database=None)
+settings.register_profile("explore")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))

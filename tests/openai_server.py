@@ -20,9 +20,14 @@ native or Hermes': "TURNS TO SUMMARIZE"). Replies by kind:
   with content -> ``{"tokens"}``) or None (404, as DashScope or OpenAI). Counts are scripted
   (the same formula as the chat replies' ``prompt_tokens``), never a tokenizer's.
 
+``Script.rendezvous[kind] = n`` holds each request of that kind until n of them have arrived (at most
+60 s), so n callers in different processes are sure to ask at once (a cross-process race made real).
+
 ``Script.forced`` holds behaviours for the next requests, whatever their kind: ``"429:<s>"``
 (with ``Retry-After: <s>``), ``"500"``, ``"408"``, ``"409"``, ``"400"``, ``"hang:<s>"`` (answer after s seconds,
-past a short client timeout), ``"drop"`` (close the connection without a response).
+past a short client timeout), ``"drop"`` (close the connection without a response), and bodies
+that are no chat completion, all with status 200: ``"html"`` (a proxy's HTML error page),
+``"empty"`` (a JSON content type and no body), ``"no-choices"`` (a JSON object without choices).
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ H_BODY = (
     "## Critical Context\n- scripted checkpoint body from the test server"
 )
 
+HTML_PAGE = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>\n"
+
 
 def wrong_type(value):
     """The same value as another JSON type (strict grading must score it 0)."""
@@ -64,10 +71,23 @@ class Script:
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.in_flight = self.peak = 0
+        self.rendezvous: dict[str, int] = {}
+        self._arrived = threading.Condition(self.lock)
+
+    def meet(self, kind: str) -> None:
+        """Wait until ``rendezvous[kind]`` requests of ``kind`` have arrived (see the module doc)."""
+        need = self.rendezvous.get(kind)
+        if need:
+            with self._arrived:
+                self._arrived.notify_all()
+                self._arrived.wait_for(lambda: self.count_locked(kind) >= need, timeout=60)
+
+    def count_locked(self, kind: str | None = None) -> int:
+        return sum(1 for r in self.requests if kind in (None, r["kind"]))
 
     def count(self, kind: str | None = None) -> int:
         with self.lock:
-            return sum(1 for r in self.requests if kind in (None, r["kind"]))
+            return self.count_locked(kind)
 
     def task_in(self, text: str):
         found = [t for q, t in self.tasks.items() if q in text]
@@ -139,6 +159,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _send_raw(self, content_type: str, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def _tokenize(self, body: dict) -> None:
         """The scripted tokenize routes (see the module doc); 404 when the script has none."""
         s, route = self.script, self.path.rstrip("/").rsplit("/", 1)[-1]
@@ -175,6 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
             s.in_flight += 1
             s.peak = max(s.peak, s.in_flight)
         try:
+            s.meet(kind)
             if s.latency:
                 time.sleep(s.latency)
             if forced == "drop":
@@ -188,6 +216,12 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             elif forced in ("500", "408", "409"):
                 return self._send(int(forced), {"error": {"message": f"scripted status {forced}"}})
+            elif forced == "html":
+                return self._send_raw("text/html", HTML_PAGE)
+            elif forced == "empty":
+                return self._send_raw("application/json", b"")
+            elif forced == "no-choices":
+                return self._send_raw("application/json", b'{"id": "chatcmpl-scripted", "object": "chat.completion"}')
             elif forced == "400":
                 return self._send(400, {"error": {"message": "scripted: this model does not accept that request"}})
             text = s.reply(kind, task, messages, body.get("temperature") or 0.0)

@@ -188,12 +188,12 @@ def test_grades_tables_gather_across_runs(study):
 
 def test_user_errors_are_one_line(study, tmp_path):
     store = study[0]
-    for extra, says in (
-        (["--experiment", "nope", "--topic", "compaction"], "no experiment 'nope'"),
-        (["--date", "2000-01-01"], "no finished arm runs"),
-        (["--topic", "wahs"], "unknown record builder 'wahs'; did you mean 'wash'"),
-        (["--topic", "wash"], "no finished wash measurement runs"),
+    for extra, says, code in (
+        (["--experiment", "nope", "--topic", "compaction"], "no experiment 'nope'", 1),
+        (["--date", "2000-01-01"], "no finished arm runs", 1),
+        (["--topic", "wahs"], "unknown record builder 'wahs'; did you mean 'wash'", 2),  # usage: before any work
+        (["--topic", "wash"], "no finished wash measurement runs", 1),
     ):
         proc = export(store, tmp_path, *extra, check=False)
-        assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
+        assert proc.returncode == code and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
     assert not list(tmp_path.iterdir())

@@ -140,7 +140,18 @@ def test_every_condition_finished_with_graded_answers_or_failed_for_a_model_made
         (m, n, t) for m, n in (("full", "n/a"), ("S", "0"), ("H", "2")) for t in ("backup", "active_config")
     }
     for c in conds:
-        if c.info.status == "FINISHED":
+        if c.info.status == "FINISHED" and not c.data.metrics["contexts_valid"]:
+            # failure locality: a part (S, Jev, H) the model could not write fails this context only,
+            # scored 0, with the model-made reason kept beside it
+            assert c.data.metrics["fact_accuracy"] == 0.0
+            reasons = [
+                json.loads(Path(client.download_artifacts(c.info.run_id, a.path)).read_text()).get("failure")
+                for a in client.list_artifacts(c.info.run_id, "ranking")
+                + client.list_artifacts(c.info.run_id, "summary")
+                if a.path.endswith(".json")
+            ]
+            assert any(r and r.startswith(("Jev:", "S:", "H:")) for r in reasons), f"{c.info.run_name}: {reasons}"
+        elif c.info.status == "FINISHED":
             grades = json.loads(Path(client.download_artifacts(c.info.run_id, "grades.json")).read_text())
             assert grades["data"], f"{c.info.run_name}: no answer was graded"
             columns = grades["columns"]

@@ -69,6 +69,24 @@ def test_giving_up_names_endpoint_and_last_error(server):
     assert script.count() == 3
 
 
+def test_closing_the_client_ends_a_retry_that_is_backing_off(server):
+    """Ctrl-C or SIGTERM closes the sweep's client while a call is backing off from a gone endpoint:
+    the call gives up at once instead of sleeping through its remaining retries."""
+    script, url = server
+    script.forced.extend(["500"] * 5)
+    model = _model(url, max_retries=4, backoff_s=30.0)  # ~minutes of backoff if left alone
+    with ThreadPoolExecutor(1) as pool:
+        call = pool.submit(model.chat, REQ)
+        while script.count() < 1:
+            time.sleep(0.01)
+        start = time.monotonic()
+        model.close()
+        with pytest.raises(ModelError, match="the sweep is ending.*HTTP 500"):
+            call.result(timeout=10)
+    assert time.monotonic() - start < 5
+    assert script.count() == 1
+
+
 def test_requests_in_flight_never_exceed_max_concurrency(server):
     script, url = server
     script.latency = 0.1

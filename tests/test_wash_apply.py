@@ -125,7 +125,7 @@ def _bad(**change) -> dict:
         ({"reason": " "}, "plan items[1].reason: must be a non-empty string"),
         ({"op": "replace"}, "plan items[1].text: replace needs a string text, got None"),
         ({"text": "x"}, "plan items[1].text: must be null for delete"),
-        ({"lines": [2, 3]}, "plan items[1]: unknown field(s) lines"),
+        ({"lines": [2, 3]}, "plan items[1]: unknown field(s) 'lines'"),
     ],
 )
 def test_a_bad_item_is_one_line_naming_index_and_field(change, message):

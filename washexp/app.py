@@ -10,8 +10,9 @@
   a job that could not finish (an unusable endpoint) in one line and exit 1.
 
 Each Hydra job is one arm (or measurement) of one benchmark; the family's job function does the
-rest. A :class:`Sweep` lives as long as the command: what jobs share (roles, frozen summaries, the
-endpoint's fate, errors) is kept on it, not in module globals.
+rest. A :class:`~washexp.sweep.Sweep` lives as long as the command: what jobs share (roles, frozen
+summaries, the endpoint's fate, errors) is kept on it, not in module globals; under a parallel
+launcher each worker process has its own, and reports back to this one.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ import os
 import re
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from washexp.config import SHORT_KEYS, SHORT_PREFIXES, register
 from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
+from washexp.sweep import Sweep, sigterm_as_exit
 
 _RANGE = re.compile(r"^([\w.]+)=(-?\d+)\.\.(-?\d+)$")
 log = logging.getLogger("washexp")
@@ -71,35 +72,6 @@ class JobInfo:
     sweep: str
 
 
-@dataclass
-class Sweep:
-    """What the jobs of one command share, for as long as the command runs."""
-
-    root: Path
-    errors: list[str] = field(default_factory=list)
-    """One line per job that ended in a user error (a multirun goes on with its other jobs)..."""
-    exit_code: int = 0
-    endpoint_down: str | None = None
-    """...unless the model endpoint is unusable: then the remaining jobs are skipped."""
-    _shared: dict[Any, Any] = field(default_factory=dict)
-
-    def shared(self, key: Any, make):
-        """The object ``make()`` built the first time ``key`` was asked for in this sweep."""
-        if key not in self._shared:
-            self._shared[key] = make()
-        return self._shared[key]
-
-    def fail(self, line: str, code: int) -> None:
-        self.errors.append(line)
-        self.exit_code = max(self.exit_code, code)
-
-    def close(self) -> None:
-        for value in self._shared.values():
-            close = getattr(value, "close", None)
-            if close:
-                close()
-
-
 def _job_info(root: Path):
     from hydra.core.hydra_config import HydraConfig
 
@@ -135,11 +107,10 @@ def _run_job(cfg, sweep: Sweep) -> None:
 def _check_tracking_server(tracking, sweep: Sweep) -> None:
     """A tracking server that does not answer is a usage error found before any model call or
     run (asked once a sweep): otherwise the first run would fail after its work was paid for."""
-    from washexp.tracking.server import healthy
+    from washexp.tracking.server import unanswered
 
-    uri = tracking.uri or ""
-    served = tracking.enabled and uri.startswith(("http://", "https://"))
-    if served and not sweep.shared(("tracking server", uri), lambda: healthy(uri)):
+    uri = tracking.uri
+    if tracking.enabled and sweep.shared(("tracking server", uri), lambda: unanswered(uri)):
         raise ConfigError(f"tracking.uri={uri}: no MLflow tracking server answers there (start one: washexp server)")
 
 
@@ -161,10 +132,6 @@ def one_line(err: BaseException) -> str:
             parts.append(f"did you mean {' or '.join(repr(c) for c in close)}?")
         parts.append("available: " + ", ".join(options))
     return ": ".join(dict.fromkeys(parts))
-
-
-def _sigterm(*_):
-    raise SystemExit(143)  # unwinds like Ctrl-C: open runs end KILLED, servers stop
 
 
 def main(argv: list[str] | None = None, root: Path | None = None) -> int:
@@ -189,9 +156,12 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
 
     @hydra.main(config_path=str(root / "conf"), config_name="config", version_base="1.3")
     def job(cfg) -> None:
-        _run_job(cfg, sweep)
+        here = sweep.here()  # in a parallel launcher's worker, that worker's own sweep
+        _run_job(cfg, here)
+        if here is not sweep:
+            here.report()
 
-    previous = signal.signal(signal.SIGTERM, _sigterm)
+    previous = signal.signal(signal.SIGTERM, sigterm_as_exit)
     try:
         job()
     except (HydraException, OmegaConfBaseException) as err:
@@ -199,6 +169,7 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
         return 2
     finally:
         signal.signal(signal.SIGTERM, previous)
+        sweep.collect()  # what jobs in other processes reported
         sweep.close()
     for line in dict.fromkeys(sweep.errors):
         print(f"washexp: {line}", file=sys.stderr)

@@ -5,7 +5,8 @@
     washexp ui [--port 5000] [--experiment compaction] [--tracking-uri URI] [--no-browser]
     washexp server [--host 127.0.0.1] [--port 5000] [--backend-store-uri URI] [--artifacts-destination DIR]
 
-Exit codes: 0 done; 1 a problem the user can fix (one line on stderr); 2 bad usage (argparse).
+Exit codes: 0 done; 1 a problem the user can fix (one line on stderr); 2 bad usage, found before any
+work: argparse's, an unknown ``--topic`` or an ``--out`` folder that cannot be written (one line).
 A low score is a result, never an exit code.
 """
 
@@ -18,7 +19,7 @@ import sys
 import webbrowser
 from pathlib import Path
 
-from washexp.errors import WashexpError
+from washexp.errors import ConfigError, WashexpError
 
 
 def _date(text: str) -> str:
@@ -97,6 +98,13 @@ def runs_url(port: int, experiment_id: str) -> str:
     return f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs"
 
 
+def ui_command(uri: str, port: int) -> list[str]:
+    """The MLflow server ``washexp ui`` starts: on 127.0.0.1 only, so the runs never face the network."""
+    from washexp.tracking.server import command
+
+    return command(uri, "127.0.0.1", port)
+
+
 def ui(args: argparse.Namespace) -> int:
     from washexp.tracking.reader import experiment_id
 
@@ -123,8 +131,7 @@ def _serve(uri: str, host: str, port: int, artifacts: Path | None, line: str, br
     process = mlflow_server.start(uri, host, port, artifacts)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so `finally` stops the server too
     try:
-        probe = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-        if not mlflow_server.wait_healthy(f"http://{probe}:{port}", process):
+        if not mlflow_server.wait_healthy(f"http://{host}:{port}", process):
             why = "timed out" if process.poll() is None else f"exited {process.returncode}; its error is above"
             raise WashexpError(f"mlflow server did not come up on {host}:{port} ({why}; port in use?)")
         print(f"{line}   (Ctrl-C stops it)", flush=True)
@@ -165,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser(root).parse_args(argv)
     try:
         return {"export": export, "ui": ui, "server": server}[args.command](args)
+    except ConfigError as err:  # a usage error found before any work (an unknown --topic, an unwritable --out)
+        print(f"washexp: {err}", file=sys.stderr)
+        return 2
     except WashexpError as err:
         print(f"washexp: {err}", file=sys.stderr)
         return 1

@@ -156,4 +156,5 @@ def openai_backend(model, endpoint, root: Path) -> Roles:
         meter=meter_for(model, endpoint, rec),
         calls=lambda: f"{rec.calls} calls, {rec.hits} replayed",
         pool=ThreadPoolExecutor(max(1, endpoint.max_concurrency), thread_name_prefix="washexp-call"),
+        stop=rec.close,
     )

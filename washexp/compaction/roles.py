@@ -112,9 +112,14 @@ class Roles:
             return [fn(g) for g in range(n)]
         return list(self.pool.map(fn, range(n)))
 
+    stop: Callable[[], None] | None = None
+    """Ends the backend's calls (its client): a retry in flight gives up instead of backing off."""
+
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.stop is not None:
+            self.stop()
 
 
 BACKENDS = Registry(

@@ -7,12 +7,13 @@ the family's record builder (``washexp.benchmarks.RECORDS``), and writes each re
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from washexp.benchmarks import RECORDS
-from washexp.errors import WashexpError
+from washexp.errors import ConfigError, WashexpError
 from washexp.export.records import Record
 from washexp.tracking.reader import attach, search
 
@@ -51,9 +52,25 @@ def build(options: ExportOptions) -> list[Record]:
     return records
 
 
+def check_writable(out: Path) -> None:
+    """Refuse an output folder that cannot be written before any record is built: a read-only
+    ``results/`` would otherwise fail after the ``.md`` and before the ``.json``. The probe is a real
+    write where the records will go, or where their folder will be made (a permission bit says
+    nothing to root, nor about a read-only mount)."""
+    existing = next(p for p in (out, *out.absolute().parents) if p.exists())  # mkdir comes after the build
+    if not existing.is_dir():
+        raise ConfigError(f"--out {out}: cannot write there ({existing} is not a folder)")
+    try:
+        with tempfile.TemporaryFile(dir=existing):  # an unnamed file: nothing is left behind
+            pass
+    except OSError as err:
+        raise ConfigError(f"--out {out}: cannot write there ({err.strerror or type(err).__name__})") from None
+
+
 def export(options: ExportOptions) -> list[Path]:
     """Build the records, write them, and attach each record's plots to the arm runs it
     covers (under ``plots/``, so the UI shows them beside the numbers); return the paths."""
+    check_writable(options.out)
     written = []
     for record in build(options):
         paths = record.write(options.out)
@@ -62,4 +79,4 @@ def export(options: ExportOptions) -> list[Path]:
     return written
 
 
-__all__ = ["ExportOptions", "Record", "build", "export"]
+__all__ = ["ExportOptions", "Record", "build", "check_writable", "export"]

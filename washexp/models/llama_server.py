@@ -209,6 +209,29 @@ def _models(base_url: str) -> list[str] | None:
         return None
 
 
+def server_command(python: str, gguf: Path, alias: str, port: int, n_ctx: int, threads: int) -> list[str]:
+    """The llama.cpp server's command line: bound to ``HOST`` (127.0.0.1), never every interface."""
+    return [
+        python,
+        "-c",
+        _WATCHDOG,
+        "--model",
+        str(gguf),
+        "--model_alias",
+        alias,
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--n_threads",
+        str(threads),
+        "--n_threads_batch",
+        str(threads),
+    ]
+
+
 def start(
     gguf: Path,
     *,
@@ -228,25 +251,7 @@ def start(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(3):  # a free port can be taken between our probe and the server's bind
         port = free_port()
-        command = [
-            python,
-            "-c",
-            _WATCHDOG,
-            "--model",
-            str(gguf),
-            "--model_alias",
-            alias,
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-            "--n_ctx",
-            str(n_ctx),
-            "--n_threads",
-            str(threads),
-            "--n_threads_batch",
-            str(threads),
-        ]
+        command = server_command(python, gguf, alias, port, n_ctx, threads)
         with open(log_path, "ab") as log:
             log.write(f"# washexp: {' '.join(c for c in command if c != _WATCHDOG)}\n".encode())
             log.flush()

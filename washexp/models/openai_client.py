@@ -10,6 +10,8 @@ The client's own retries are off; this module retries, so the policy is one visi
   is :class:`~washexp.models.base.OverWindow` with the endpoint's own message: a property of this
   request, not of the endpoint, so only the condition that sent it fails;
 - any other 4xx fails at once: the endpoint said no, asking again will not change that;
+- a 200 whose body is not a chat completion (an HTML page from a proxy, an empty body, broken
+  JSON, no choices) is retried like a 5xx: a gateway in front of the model often says so once;
 - every failure ends in a one-line :class:`~washexp.errors.ModelError` naming the endpoint
   (with any credentials in the URL removed) and the last error. The key never appears.
 
@@ -83,6 +85,10 @@ def _message(err: openai.APIStatusError) -> str:
     return " ".join(str(err.message or err).split())
 
 
+class _BadReply(Exception):
+    """A 200 whose body is no chat completion: retried, then the last error of a ModelError."""
+
+
 class OpenAIModel:
     """A served chat model: ``chat(request) -> response``, retried and bounded."""
 
@@ -101,13 +107,21 @@ class OpenAIModel:
         self.name, self.endpoint = name, safe_url(base_url)
         self.max_retries, self.backoff_s = max_retries, backoff_s
         self._slots = threading.BoundedSemaphore(max(1, max_concurrency))
+        self._closed = threading.Event()
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key(base_url, api_key_env), timeout=timeout_s, max_retries=0
         )
 
+    def close(self) -> None:
+        """No more attempts: a retry waiting on an endpoint that is going away (the sweep ends,
+        Ctrl-C, SIGTERM) gives up at once instead of backing off against it."""
+        self._closed.set()
+
     def chat(self, request: ChatRequest) -> ChatResponse:
         last = ""
         for attempt in range(self.max_retries + 1):
+            if self._closed.is_set():
+                raise ModelError(f"{self.endpoint}: the sweep is ending{f' (last error: {last})' if last else ''}")
             try:
                 with self._slots:
                     return self._once(request)
@@ -122,12 +136,14 @@ class OpenAIModel:
                 last, wait = "timed out", None
             except openai.APIConnectionError as err:
                 last, wait = f"connection failed ({type(err.__cause__ or err).__name__})", None
+            except _BadReply as err:
+                last, wait = str(err), None
             if attempt == self.max_retries:
                 break
             if wait is None:
                 wait = random.uniform(0, min(BACKOFF_CAP_S, self.backoff_s * 2**attempt))
             log.warning("%s: %s; retry %d/%d in %.1fs", self.endpoint, last, attempt + 1, self.max_retries, wait)
-            time.sleep(min(wait, BACKOFF_CAP_S))
+            self._closed.wait(min(wait, BACKOFF_CAP_S))
         tries = self.max_retries + 1
         raise ModelError(
             f"{self.endpoint}: gave up after {tries} attempt{'s' if tries > 1 else ''}; last error: {last}"
@@ -139,9 +155,15 @@ class OpenAIModel:
             params["max_tokens"] = request.max_tokens
         if request.extra_body:
             params["extra_body"] = dict(request.extra_body)
-        completion = self._client.chat.completions.create(**params)
-        if not completion.choices:
-            raise ModelError(f"{self.endpoint}: the response has no choices")
+        try:
+            completion = self._client.chat.completions.create(**params)
+        except (ValueError, openai.APIResponseValidationError) as err:  # JSON that does not parse
+            raise _BadReply(f"the reply is not a chat completion ({type(err).__name__}: {err})") from None
+        if isinstance(completion, str):  # the client hands back a non-JSON body (HTML, empty) as text
+            body = " ".join(completion.split())
+            raise _BadReply(f"the reply is not a chat completion ({repr(body[:60]) if body else 'an empty body'})")
+        if not completion.choices or completion.choices[0].message is None:
+            raise _BadReply("the reply is not a chat completion (it has no choices)")
         choice = completion.choices[0]
         usage = completion.usage
         return ChatResponse(

@@ -96,6 +96,12 @@ class Recorder:
             raise OverWindow(f"{record['over_window']} ({where}, request {key[:12]})")
         return ChatResponse(**{**record["response"], "key": key})
 
+    def close(self) -> None:
+        """Stop calling out (an in-flight retry gives up); replays still answer."""
+        close = getattr(self.model, "close", None)
+        if close:
+            close()
+
     def load(self, key: str) -> dict | None:
         if key in self._seen:  # a record never changes once written
             return self._seen[key]

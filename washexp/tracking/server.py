@@ -54,6 +54,11 @@ def healthy(url: str, timeout_s: float = 5.0) -> bool:
         return False
 
 
+def unanswered(uri: str | None) -> bool:
+    """An ``http(s)://`` tracking URI whose server does not answer (other URIs: False)."""
+    return bool(uri) and uri.startswith(("http://", "https://")) and not healthy(uri)
+
+
 def stop(server: subprocess.Popen) -> None:
     """End the server (MLflow forwards SIGTERM to its uvicorn worker)."""
     if server.poll() is None:

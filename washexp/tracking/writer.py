@@ -6,9 +6,11 @@ process. A process killed outright (SIGKILL) does leave one: every run carries i
 (``host:pid``), and the next start for the same identity marks a run whose owner is gone KILLED.
 
 Every finished run carries a ``manifest.json`` of sha256 digests (its artifacts and tables, its
-fixture files, the source that produced it), mirrored as tags. Experiment creation is guarded
-by a file lock: parallel jobs racing to create one experiment, or to migrate a fresh SQLite
-schema, is a known MLflow failure.
+fixture files, the source that produced it), mirrored as tags. Opening the store and creating
+the experiment are guarded by a file lock (parallel jobs racing to create one experiment, or to
+migrate a fresh SQLite schema, is a known MLflow failure). Writers of one SQLite store in several
+processes need nothing more: MLflow's SQLAlchemy store waits out another writer's lock (a 4-process
+stress run and a 20 s exclusive lock held by another process both passed without a retry of ours).
 """
 
 from __future__ import annotations
@@ -163,9 +165,8 @@ class Tracker:
             write_ahead_log()  # before MLflow's first connection to the store
         mlflow.set_tracking_uri(uri)
         self.uri = uri
-        self.client = MlflowClient(uri)
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(lock_dir / ".washexp.lock")):
+        with FileLock(str(_lock_path(uri, lock_dir))):
+            self.client = MlflowClient(uri)  # opens (and on first use migrates) the store: one process at a time
             found = self.client.get_experiment_by_name(experiment)
             self.experiment_id = (
                 found.experiment_id
@@ -301,6 +302,17 @@ class NullTracker:
         identity = self._open.pop(run.run_id)
         if status == "FINISHED":
             self._finished[identity] = FoundRun(run.run_id, status, dict(metrics), None)
+
+
+def _lock_path(uri: str, lock_dir: Path) -> Path:
+    """The lock that serialises opening a store: beside a SQLite file (every sweep writing it
+    shares that lock, whatever its artifact root), else in ``lock_dir``."""
+    if uri.startswith("sqlite:///"):
+        db = Path(uri.removeprefix("sqlite:///").partition("?")[0])
+        db.parent.mkdir(parents=True, exist_ok=True)
+        return db.with_name(db.name + ".washexp.lock")
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    return lock_dir / ".washexp.lock"
 
 
 def _frame(data: Any):

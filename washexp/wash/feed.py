@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from washexp.errors import ConfigError, FixtureError, WashexpError
+from washexp.inputs import bare_name, load_yaml
 from washexp.needles import norm
 from washexp.project import find_root
 from washexp.registry import unknown_name
@@ -235,14 +234,7 @@ def load_feed(feed_dir: str | Path) -> Feed:
     path = feed_dir / SESSIONS
     if not path.is_file():
         raise FixtureError(path, None, "missing: a feed scripts its sessions here")
-    try:
-        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise FixtureError(path, None, f"not UTF-8 (offset {err.start})") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise FixtureError(path, None, f"not valid YAML{where}: {getattr(err, 'problem', err)}") from None
+    data = load_yaml(path)
     data = _keys(data, _TOP_KEYS, _TOP_KEYS, path, "")
     name = _string(data["feed"], path, "feed")
     if name != feed_dir.name:
@@ -379,11 +371,17 @@ def resolve_feed(arg: str) -> Path:
         if not path.is_dir():
             raise ConfigError(f"{arg}: no such feed folder")
         return path
-    root = find_root() / "fixtures" / "wash-feed"
+    return feed_folder(find_root() / "fixtures" / "wash-feed", arg)
+
+
+def feed_folder(root: Path, name: str) -> Path:
+    """The feed ``name`` under ``root``: a bare folder name (never a path out of ``root``) that
+    exists there (unknown -> "did you mean")."""
+    bare_name("feed", name, root)
     known = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    if arg not in known:
-        raise ConfigError(f"{root}: {unknown_name('feed', arg, known)}")
-    return root / arg
+    if name not in known:
+        raise ConfigError(f"{root}: {unknown_name('feed', name, known)}")
+    return root / name
 
 
 class _UsageError(Exception):

@@ -91,9 +91,9 @@ class PlanItem:
         """Build an item from its JSON form; errors name ``index`` and the field."""
         if not isinstance(data, Mapping):
             raise PlanError(f"must be an object, got {type(data).__name__}", index=index)
-        unknown = sorted(set(data) - set(_ITEM_KEYS))
+        unknown = sorted(set(data) - set(_ITEM_KEYS), key=repr)  # keys of any type
         if unknown:
-            raise PlanError(f"unknown field(s) {', '.join(map(str, unknown))}", index=index)
+            raise PlanError(f"unknown field(s) {', '.join(map(repr, unknown))}", index=index)
         for key in _ITEM_KEYS[:-1]:  # text is optional
             if key not in data:
                 raise PlanError("is missing", index=index, field=key)
@@ -107,9 +107,9 @@ def _item_problem(item: PlanItem) -> tuple[str, str] | None:
     """(field, problem) for the first broken field of ``item``, or None."""
     if problem := check_file_name(item.file):
         return "file", problem
-    if item.op not in OPS:
+    if not isinstance(item.op, str) or item.op not in OPS:  # a list is unhashable: check the type first
         return "op", f"must be one of {', '.join(sorted(OPS))}, got {item.op!r}"
-    if item.cls not in CLASSES:
+    if not isinstance(item.cls, str) or item.cls not in CLASSES:
         return "cls", f"must be one of {', '.join(sorted(CLASSES))}, got {item.cls!r}"
     if not isinstance(item.reason, str) or not item.reason.strip():
         return "reason", f"must be a non-empty string, got {item.reason!r}"
@@ -167,9 +167,9 @@ class Plan:
         """Build a plan from its JSON form; ``items`` is required, the rest default to empty."""
         if not isinstance(data, Mapping):
             raise PlanError(f"must be an object, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(_PLAN_KEYS))
+        unknown = sorted(set(data) - set(_PLAN_KEYS), key=repr)
         if unknown:
-            raise PlanError(f"unknown field(s) {', '.join(map(str, unknown))}")
+            raise PlanError(f"unknown field(s) {', '.join(map(repr, unknown))}")
         for key in ("items", "approved_drops", "notes"):
             if not isinstance(data.get(key, []), list):
                 raise PlanError(f"{key} must be a list, got {type(data[key]).__name__}")

@@ -19,6 +19,7 @@ from typing import Any
 
 from washexp.errors import ConfigError, FixtureError
 from washexp.hashing import sha256_bytes, tree_digest
+from washexp.inputs import bare_name, load_json
 from washexp.needles import norm
 from washexp.registry import unknown_name
 from washexp.wash.files import joined, md_names, read_md
@@ -243,13 +244,7 @@ def load_expected(path: Path) -> Expected:
     """Read and check one ``expected.json``."""
     if not path.is_file():
         raise FixtureError(path, None, "missing: every store states its ground truth here")
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise FixtureError(path, None, f"not UTF-8 (offset {err.start})") from None
-    except json.JSONDecodeError as err:
-        raise FixtureError(path, None, f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
-    return parse_expected(data, path)
+    return parse_expected(load_json(path), path)
 
 
 def load_store(folder: str | Path) -> Store:
@@ -281,9 +276,7 @@ def load_stores(root: str | Path, selection: str | list[str] = "all") -> list[St
     if not names:
         raise ConfigError(f"{root}: no store selected")
     for name in names:
-        if not isinstance(name, str) or not name or "/" in name or "\\" in name or ".." in name:
-            raise ConfigError(f"store name {name!r}: a bare folder name under {root}, without '/' or '..'")
-        if name not in known:
+        if bare_name("store name", name, root) not in known:
             raise ConfigError(f"{root}: {unknown_name('store', name, known)}")
     if len(set(names)) != len(names):
         raise ConfigError(f"store selection {names}: a store is named twice")

@@ -28,7 +28,7 @@ from washexp.hashing import tree_digest
 from washexp.provenance import code_digest, files_digest, git_commit, package_source, public_config
 from washexp.runner import Result, Work, run_group
 from washexp.wash import caliper, gauge, pipeline, rounds, sawtooth, summary
-from washexp.wash.feed import load_feed
+from washexp.wash.feed import feed_folder, load_feed
 from washexp.wash.operators import make_operator
 from washexp.wash.stores import Store, load_stores
 
@@ -123,7 +123,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
     config_yaml = public_config(cfg)
 
     if m.name == "sawtooth":
-        feed_dir = sweep.root / "fixtures" / "wash-feed" / w.feed
+        feed_dir = feed_folder(sweep.root / "fixtures" / "wash-feed", w.feed)
         feed = load_feed(feed_dir)
         if m.sessions > len(feed.sessions):
             raise ConfigError(f"sessions={m.sessions}: feed {w.feed!r} has {len(feed.sessions)} sessions")

@@ -1,0 +1,92 @@
+"""Security (issue 12): no key on disk or in output, servers on 127.0.0.1, paths stay in their folders.
+
+The key test plants a distinctive fake key in ``OPENAI_API_KEY``, runs one small sweep on the model
+path against the scripted server (which proves the key was really sent), exports its record, and
+then reads every byte the sweep and the export wrote (the MLflow SQLite db and artifacts, the model
+recordings, Hydra's outputs and log, the records) and everything printed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.openai_server import Script, serve
+from tests.test_bad_input import TASK, make_project
+from washexp import cli
+from washexp.app import main as run_py
+from washexp.models import llama_server
+from washexp.wash.plan import Plan, PlanError
+
+KEY = "sk-washexp-PLANTED-5ecre7-c0ffee-0123456789abcdef"
+LEAKS = (KEY.encode(), KEY[-16:].encode(), b"Bearer", b"Authorization")
+"""The key, a tail of it (a truncated or masked copy is still a leak), and the header that carries it."""
+
+
+def leaks_in(folder: Path) -> list[str]:
+    return [
+        f"{p.relative_to(folder)}: {leak.decode()}"
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+        for leak in LEAKS
+        if leak in p.read_bytes()
+    ]
+
+
+def test_a_planted_key_reaches_the_endpoint_and_nothing_else(tmp_path, capfd, monkeypatch):
+    root = make_project(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    written = tmp_path / "written"  # everything the sweep and the export may write lives here
+    store = written / "store"
+    script = Script(tasks_root=root / "fixtures" / "compaction")
+    with serve(script) as url:
+        code = run_py(
+            [
+                "method=S",
+                "topn=1",
+                f"task={TASK}",
+                "model=openai",
+                "model.name=qwen-test",
+                "model.generations=1",
+                "model.answers_per_context=1",
+                f"endpoint.base_url={url}",
+                f"endpoint.recordings={written / 'recordings'}",
+                f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
+                f"tracking.artifacts={store / 'mlruns'}",
+                f"hydra.run.dir={written / 'outputs'}",
+            ],
+            root=root,
+        )
+    assert code == 0
+    assert {r["headers"]["Authorization"] for r in script.requests} == {f"Bearer {KEY}"}, "the key was live"
+    monkeypatch.chdir(root)
+    export = ["export", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}", "--out", str(written / "results")]
+    assert cli.main(export) == 0
+    out, err = capfd.readouterr()
+
+    kinds = {p.suffix for p in written.rglob("*") if p.is_file()}
+    assert {".db", ".json", ".md", ".png", ".yaml", ".log"} <= kinds, kinds  # the grep saw every kind of output
+    assert leaks_in(written) == []
+    for leak in LEAKS:
+        assert leak.decode() not in out + err
+
+
+def test_servers_washexp_starts_bind_127_0_0_1():
+    ui = cli.ui_command("sqlite:///x/mlflow.db", 5000)
+    assert ui[ui.index("--host") + 1] == "127.0.0.1"
+    local = llama_server.server_command(sys.executable, Path("m.gguf"), "m", 8080, 2048, 2)
+    assert local[local.index("--host") + 1] == "127.0.0.1"
+    # and no module binds every interface on its own
+    package = Path(cli.__file__).parent
+    assert [p.name for p in package.rglob("*.py") if "0.0.0.0" in p.read_text(encoding="utf-8")] == []
+
+
+@pytest.mark.parametrize("path", ["../notes.md", "/etc/notes.md", "sub/../../notes.md", "..\\notes.md"])
+def test_a_plan_path_cannot_leave_the_store(path):
+    item = {"file": path, "start": 1, "end": 1, "cls": "duplicate", "reason": "x", "op": "delete"}
+    with pytest.raises(PlanError) as err:
+        Plan.from_dict({"items": [item]})
+    assert str(err.value).startswith("plan items[0].file: must be a bare file name")
+    assert "\n" not in str(err.value)

@@ -1,0 +1,38 @@
+"""Hydra callbacks for parallel launchers (``hydra/launcher=joblib``, Ray, submitit).
+
+:class:`PrepareStore` opens the tracking store and creates the experiment once, in the launching
+process, before any job starts: jobs in several processes racing to migrate a fresh SQLite schema
+("duplicate column name") or to create one experiment is a known MLflow failure. Jobs then find
+both ready. It runs for every multirun (the basic launcher too: it costs one store open).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from hydra.experimental.callback import Callback
+
+log = logging.getLogger("washexp")
+
+
+def project_root(config) -> Path:
+    """The project: the folder holding the primary ``conf/`` (``washexp.app`` points Hydra at it)."""
+    for source in config.hydra.runtime.config_sources:
+        if source.provider == "main":
+            return Path(source.path.removeprefix("file://")).resolve().parent
+    raise LookupError("no primary config source")
+
+
+class PrepareStore(Callback):
+    def on_multirun_start(self, config, **kwargs) -> None:
+        from washexp.tracking import open_tracker
+        from washexp.tracking.server import unanswered
+
+        t = config.tracking
+        if not t.enabled or unanswered(t.uri):  # a tracking server that does not answer: the job says so
+            return
+        try:
+            open_tracker(True, t.uri, t.artifacts, t.experiment or config.benchmark.name, project_root(config))
+        except Exception as err:  # the jobs open it themselves and report the failure as they always do
+            log.warning("could not prepare the tracking store before the jobs: %s", str(err).splitlines()[0])

@@ -1,0 +1,130 @@
+"""What the jobs of one command share, in each process that runs them.
+
+With Hydra's basic launcher every job runs in the launching process and shares one
+:class:`Sweep`. A parallel launcher (``hydra/launcher=joblib``, Ray, submitit) ships the job
+function, and with it the sweep, to worker processes, and a pickled copy would be a different
+sweep for every job: roles and frozen summaries built again per job, a local model server started
+per job and never stopped, and error lines and exit codes lost with the copy. So a shipped sweep
+carries only its project root and an *outbox* (a folder in the Hydra sweep dir, shared with the
+workers), and each worker keeps one sweep of its own for all the jobs it runs
+(:meth:`Sweep.here`): it is closed when the worker exits, and after each job it writes its error
+lines and exit code to the outbox, which the launching process reads back (:meth:`Sweep.collect`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def sigterm_as_exit(*_):
+    raise SystemExit(143)  # unwinds like Ctrl-C: open runs end KILLED, servers stop
+
+
+@dataclass
+class Sweep:
+    """What the jobs of one command share, for as long as the command (or a worker) runs."""
+
+    root: Path
+    errors: list[str] = field(default_factory=list)
+    """One line per job that ended in a user error (a multirun goes on with its other jobs)..."""
+    exit_code: int = 0
+    endpoint_down: str | None = None
+    """...unless the model endpoint is unusable: then the remaining jobs are skipped."""
+    outbox: Path | None = None
+    """Where worker processes report; made when the sweep is first shipped to one."""
+    _shared: dict[Any, Any] = field(default_factory=dict)
+    _home: int = field(default_factory=os.getpid)
+    """The process this sweep belongs to; a copy unpickled elsewhere has none (0)."""
+
+    def shared(self, key: Any, make):
+        """The object ``make()`` built the first time ``key`` was asked for in this sweep."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]
+
+    def fail(self, line: str, code: int) -> None:
+        self.errors.append(line)
+        self.exit_code = max(self.exit_code, code)
+
+    def close(self) -> None:
+        """Close what the jobs shared (servers, pools); a second call does nothing."""
+        shared, self._shared = self._shared, {}
+        for value in shared.values():
+            close = getattr(value, "close", None)
+            if close:
+                close()
+
+    # -- across processes ---------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Shipped to a worker: only the root and the outbox travel (see the module doc)."""
+        if self.outbox is None:
+            self.outbox = _new_outbox()
+        return {"root": self.root, "outbox": self.outbox}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["root"], outbox=state["outbox"], _home=0)
+
+    def here(self) -> Sweep:
+        """The sweep the jobs of this process share: this one in the process that made it, in a
+        worker the worker's own (one per shipped sweep, closed when the worker exits)."""
+        if self._home == os.getpid():
+            return self
+        with _WORKER_GUARD:
+            local = _WORKER_SWEEPS.get(self.outbox)
+            if local is None:
+                local = _WORKER_SWEEPS[self.outbox] = Sweep(self.root, outbox=self.outbox)
+                atexit.register(local.close)
+                if threading.current_thread() is threading.main_thread():
+                    signal.signal(signal.SIGTERM, sigterm_as_exit)  # a stopped worker ends its runs KILLED
+        return local
+
+    def report(self) -> None:
+        """In a worker: write this process's error lines and exit code so far to the outbox
+        (one file per process, replaced whole)."""
+        if self.outbox is None:
+            return
+        data = json.dumps({"errors": self.errors, "exit_code": self.exit_code})
+        fd, tmp = tempfile.mkstemp(dir=self.outbox, prefix=".tmp-")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(data)
+        os.replace(tmp, self.outbox / f"{os.getpid()}.json")
+
+    def collect(self) -> None:
+        """In the launching process, once the jobs are over: take in what the workers reported,
+        then remove the outbox."""
+        if self.outbox is None:
+            return
+        for path in sorted(self.outbox.glob("*.json")):
+            report = json.loads(path.read_text(encoding="utf-8"))
+            self.errors.extend(report["errors"])
+            self.exit_code = max(self.exit_code, report["exit_code"])
+        shutil.rmtree(self.outbox, ignore_errors=True)
+        self.outbox = None
+
+
+_WORKER_SWEEPS: dict[Path, Sweep] = {}
+"""A worker process's own sweeps, by outbox: process-wide by nature (a worker's jobs arrive as
+separate pickled copies), so this is the one place a sweep is kept in a module global."""
+_WORKER_GUARD = threading.Lock()
+
+
+def _new_outbox() -> Path:
+    """A fresh folder in the Hydra sweep dir (a cluster's workers see it), else in the temp dir."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        base = Path(HydraConfig.get().sweep.dir).resolve()
+    except Exception:  # not inside a Hydra multirun
+        base = Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=".washexp-jobs-", dir=base))
