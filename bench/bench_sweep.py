@@ -1,15 +1,26 @@
-"""Wall time of the offline main job: the 12-arm sweep with MLflow tracking, and without.
+"""What MLflow tracking costs the offline main job: the 12-arm sweep with tracking, and without.
 
-    python bench/bench_sweep.py [--repeat N]
+    python bench/bench_sweep.py [--repeat N] [--sweep "-m method=S topn=0,1"]
 
-Each figure is one fresh `python run.py -m method=S,H topn=0..5` process (Hydra, 12 jobs x 14
-tasks), so it includes interpreter start-up and imports; the tracked run writes a new SQLite
-store in a temporary folder.
+Each sweep is one fresh `python run.py -m method=S,H topn=0..5` process (Hydra, 12 arms x 14
+tasks = 180 runs), so its figures include interpreter start-up and imports; the tracked sweep
+writes a new SQLite store in a temporary folder. Printed, as medians over the repeats:
+
+- wall and process CPU (user + sys) of each sweep, and their tracked/untracked ratio;
+- logging per run: time inside the tracker's per-run calls (find, open, adopt, finish), wall and
+  CPU of the calling thread (every tracking call is made there), divided by the runs written;
+- the store's set-up (importing MLflow, creating or migrating the SQLite schema): once a sweep;
+- the whole overhead per run: (tracked - untracked) / runs, set-up included.
+
+On a busy machine the CPU figures are the steadier ones; note the load average beside them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -18,42 +29,96 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SWEEP = ["-m", "method=S,H", "topn=0..5"]
+SWEEP = "-m method=S,H topn=0..5"
 
 
-def timed(extra: list[str], folder: Path) -> float:
+def child(out: Path, argv: list[str]) -> int:
+    """Run the sweep in this process with the tracker's calls timed; the figures go to ``out``."""
+    sys.path.insert(0, str(ROOT))
+    from washexp import tracking
+    from washexp.app import main
+    from washexp.tracking import writer
+
+    spent = {"wall": 0.0, "cpu": 0.0, "runs": 0, "setup": 0.0}
+
+    def timed(fn, key="wall"):
+        def wrapper(*args, **kwargs):
+            wall, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if key == "setup":
+                    spent["setup"] += time.perf_counter() - wall
+                else:
+                    spent["wall"] += time.perf_counter() - wall
+                    spent["cpu"] += time.thread_time() - cpu
+                    spent["runs"] += fn.__name__ == "_close"  # every run written closes once
+
+        return wrapper
+
+    tracker = writer.Tracker
+    for name in ("find", "open", "adopt", "mark_killed", "_close"):
+        setattr(tracker, name, timed(getattr(tracker, name)))
+    tracking.open_tracker = timed(tracking.open_tracker, "setup")
+    code = main(argv, ROOT)
+    out.write_text(json.dumps(spent))
+    return code
+
+
+def sweep(extra: list[str], folder: Path, sweep_args: list[str]) -> dict:
+    out = folder / "spent.json"
+    out.unlink(missing_ok=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), *SWEEP, *extra, f"hydra.sweep.dir={folder / 'multirun'}"],
+        [sys.executable, __file__, "--child", str(out), *sweep_args, *extra, f"hydra.sweep.dir={folder / 'multirun'}"],
         cwd=folder,
         check=True,
         capture_output=True,
+        env={**os.environ, "CI": "1"},
     )
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": wall, "cpu_s": cpu, **json.loads(out.read_text())}
+
+
+def med(rows: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        sys.exit(child(Path(sys.argv[2]), sys.argv[3:]))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sweep", default=SWEEP, help=f"the run.py arguments (default: {SWEEP!r})")
     args = parser.parse_args()
+    sweep_args = args.sweep.split()
     tracked, untracked = [], []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             store = Path(tmp)
-            tracked.append(
-                timed(
-                    [f"tracking.uri=sqlite:///{store / 'mlflow.db'}", f"tracking.artifacts={store / 'mlruns'}"], store
-                )
-            )
-            untracked.append(timed(["tracking=off"], store))
-    for name, values in (("tracking on (SQLite + artifacts)", tracked), ("tracking off", untracked)):
-        print(
-            f"{name:34s} median {statistics.median(values):6.2f} s  "
-            f"(min {min(values):.2f}, max {max(values):.2f}, n={len(values)})"
-        )
+            on = [f"tracking.uri=sqlite:///{store / 'mlflow.db'}", f"tracking.artifacts={store / 'mlruns'}"]
+            tracked.append(sweep(on, store, sweep_args))
+            untracked.append(sweep(["tracking=off"], store, sweep_args))
+    runs = tracked[0]["runs"]
+    print(f"sweep: run.py {args.sweep}  ({runs} runs, n={args.repeat}, load average {os.getloadavg()[0]:.2f})")
+    for name, rows in (("tracking on (SQLite + artifacts)", tracked), ("tracking off", untracked)):
+        print(f"  {name:34s} wall {med(rows, 'wall_s'):6.2f} s   process CPU {med(rows, 'cpu_s'):6.2f} s")
     print(
-        f"{'tracking overhead':34s} median {statistics.median(tracked) - statistics.median(untracked):6.2f} s "
-        f"for 12 arm runs + 168 condition runs"
+        f"  {'tracked / untracked':34s} wall {med(tracked, 'wall_s') / med(untracked, 'wall_s'):6.2f} x   "
+        f"process CPU {med(tracked, 'cpu_s') / med(untracked, 'cpu_s'):6.2f} x"
+    )
+    print(
+        f"  {'logging per run':34s} wall {1000 * med(tracked, 'wall') / runs:6.1f} ms  "
+        f"thread CPU {1000 * med(tracked, 'cpu') / runs:6.1f} ms"
+    )
+    print(f"  {'store set-up (once a sweep)':34s} wall {med(tracked, 'setup'):6.2f} s")
+    print(
+        f"  {'whole overhead per run':34s} wall "
+        f"{1000 * (med(tracked, 'wall_s') - med(untracked, 'wall_s')) / runs:6.1f} ms  process CPU "
+        f"{1000 * (med(tracked, 'cpu_s') - med(untracked, 'cpu_s')) / runs:6.1f} ms"
     )
 
 

@@ -91,6 +91,7 @@ def _run_job(cfg, sweep: Sweep) -> None:
         return  # the sweep's endpoint failed in an earlier job: every job would wait and fail alike
     try:
         config = OmegaConf.to_object(cfg)
+        _check_tracking_server(config.tracking, sweep)
         JOBS.get(config.benchmark.name)(config, _job_info(sweep.root), sweep)
     except ModelError as err:
         sweep.endpoint_down = str(err)
@@ -101,6 +102,16 @@ def _run_job(cfg, sweep: Sweep) -> None:
         sweep.fail(str(err), 1)
     except OmegaConfBaseException as err:  # e.g. a mandatory value left unset
         sweep.fail(f"bad config: {one_line(err)}", 2)
+
+
+def _check_tracking_server(tracking, sweep: Sweep) -> None:
+    """A tracking server that does not answer is a usage error found before any model call or
+    run (asked once a sweep): otherwise the first run would fail after its work was paid for."""
+    from washexp.tracking.server import unanswered
+
+    uri = tracking.uri
+    if tracking.enabled and sweep.shared(("tracking server", uri), lambda: unanswered(uri)):
+        raise ConfigError(f"tracking.uri={uri}: no MLflow tracking server answers there (start one: washexp server)")
 
 
 def one_line(err: BaseException) -> str:

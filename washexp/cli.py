@@ -3,6 +3,7 @@
     washexp export [--experiment compaction] [--sweep ID]... [--model NAME] [--date YYYY-MM-DD]
                    [--out DIR] [--tracking-uri URI]
     washexp ui [--port 5000] [--experiment compaction] [--tracking-uri URI] [--no-browser]
+    washexp server [--host 127.0.0.1] [--port 5000] [--backend-store-uri URI] [--artifacts-destination DIR]
 
 Exit codes: 0 done; 1 a problem the user can fix (one line on stderr); 2 bad usage, found before any
 work: argparse's, an unknown ``--topic`` or an ``--out`` folder that cannot be written (one line).
@@ -14,10 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import signal
-import subprocess
 import sys
-import time
-import urllib.request
 import webbrowser
 from pathlib import Path
 
@@ -58,6 +56,22 @@ def _parser(root: Path) -> argparse.ArgumentParser:
     u = sub.add_parser("ui", parents=[store], help="start the MLflow UI on 127.0.0.1 at the runs table")
     u.add_argument("--port", type=int, default=5000)
     u.add_argument("--no-browser", action="store_true", help="print the URL only")
+
+    s = sub.add_parser("server", help="start an MLflow tracking server for tracking=server (127.0.0.1 unless --host)")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
+    s.add_argument("--port", type=int, default=5000)
+    s.add_argument(
+        "--backend-store-uri",
+        default=default_uri(root),
+        help="run metadata: sqlite:///<project>/mlruns/mlflow.db (default)"
+        " or postgresql+psycopg://user@host/db (the postgres extra)",
+    )
+    s.add_argument(
+        "--artifacts-destination",
+        type=Path,
+        default=root / "mlruns",
+        help="where the server keeps the artifacts clients upload (default: <project>/mlruns)",
+    )
     return p
 
 
@@ -86,18 +100,9 @@ def runs_url(port: int, experiment_id: str) -> str:
 
 def ui_command(uri: str, port: int) -> list[str]:
     """The MLflow server ``washexp ui`` starts: on 127.0.0.1 only, so the runs never face the network."""
-    return [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "server",
-        "--backend-store-uri",
-        uri,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
+    from washexp.tracking.server import command
+
+    return command(uri, "127.0.0.1", port)
 
 
 def ui(args: argparse.Namespace) -> int:
@@ -109,37 +114,34 @@ def ui(args: argparse.Namespace) -> int:
     exp_id = experiment_id(uri, args.experiment)
     if exp_id is None:
         raise WashexpError(f"no experiment {args.experiment!r} in {uri}: run a sweep first")
-    server = subprocess.Popen(ui_command(uri, args.port))
+    url = runs_url(args.port, exp_id)
+    return _serve(uri, "127.0.0.1", args.port, None, f"MLflow UI: {url}", None if args.no_browser else url)
+
+
+def server(args: argparse.Namespace) -> int:
+    url = f"http://{args.host}:{args.port}"
+    line = f"MLflow tracking server: {url}   (python run.py tracking=server tracking.uri={url})"
+    return _serve(args.backend_store_uri, args.host, args.port, args.artifacts_destination, line, None)
+
+
+def _serve(uri: str, host: str, port: int, artifacts: Path | None, line: str, browse: str | None) -> int:
+    """Run an MLflow server until Ctrl-C or SIGTERM; ``line`` is printed once it answers."""
+    from washexp.tracking import server as mlflow_server
+
+    process = mlflow_server.start(uri, host, port, artifacts)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so `finally` stops the server too
     try:
-        if not _wait_healthy(args.port, server):
-            raise WashexpError(f"mlflow server did not come up on 127.0.0.1:{args.port} (port in use?)")
-        url = runs_url(args.port, exp_id)
-        print(f"MLflow UI: {url}   (Ctrl-C stops it)", flush=True)
-        if not args.no_browser:
-            webbrowser.open(url)
-        return server.wait()
+        if not mlflow_server.wait_healthy(f"http://{host}:{port}", process):
+            why = "timed out" if process.poll() is None else f"exited {process.returncode}; its error is above"
+            raise WashexpError(f"mlflow server did not come up on {host}:{port} ({why}; port in use?)")
+        print(f"{line}   (Ctrl-C stops it)", flush=True)
+        if browse:
+            webbrowser.open(browse)
+        return process.wait()
     except KeyboardInterrupt:
         return 0
     finally:
-        if server.poll() is None:
-            server.terminate()
-            server.wait(timeout=10)
-
-
-def _wait_healthy(port: int, server: subprocess.Popen, timeout_s: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            return False
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.5)
-    return False
+        mlflow_server.stop(process)
 
 
 PASSTHROUGH = {
@@ -169,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = _parser(root).parse_args(argv)
     try:
-        return {"export": export, "ui": ui}[args.command](args)
+        return {"export": export, "ui": ui, "server": server}[args.command](args)
     except ConfigError as err:  # a usage error found before any work (an unknown --topic, an unwritable --out)
         print(f"washexp: {err}", file=sys.stderr)
         return 2

@@ -27,9 +27,10 @@ def project_root(config) -> Path:
 class PrepareStore(Callback):
     def on_multirun_start(self, config, **kwargs) -> None:
         from washexp.tracking import open_tracker
+        from washexp.tracking.server import unanswered
 
         t = config.tracking
-        if not t.enabled:
+        if not t.enabled or unanswered(t.uri):  # a tracking server that does not answer: the job says so
             return
         try:
             open_tracker(True, t.uri, t.artifacts, t.experiment or config.benchmark.name, project_root(config))

@@ -6,7 +6,8 @@
 
 The store is real: SQLite metadata at ``<project>/mlruns/mlflow.db`` with artifacts under
 ``<project>/mlruns`` by default (the plain file store raises from MLflow 3.13), or any tracking
-server URI.
+server URI (``tracking=server``: runs and their artifacts go to it over HTTP; ``washexp server``
+starts one, :mod:`~washexp.tracking.server`).
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ def open_tracker(
         return NullTracker()
     from washexp.tracking.reader import quiet_mlflow
 
-    artifact_root = Path(artifacts).resolve() if artifacts else root / "mlruns"
+    uri = uri or default_uri(root)
+    served = uri.startswith(("http://", "https://"))  # a tracking server keeps the artifacts it is sent
+    artifact_root = Path(artifacts).resolve() if artifacts else None if served else root / "mlruns"
     with quiet_mlflow():
-        return Tracker(uri or default_uri(root), experiment, artifact_root)
+        return Tracker(uri, experiment, artifact_root, lock_dir=root / "mlruns")
 
 
 __all__ = ["FoundRun", "NullTracker", "Run", "Tracker", "default_uri", "open_tracker"]

@@ -31,10 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from washexp.hashing import canonical_json, sha256_bytes, tree_digest
+from washexp.tracking.sqlite import write_ahead_log
 
 HASH_TAG = "washexp.hash"
 OWNER_TAG = "washexp.owner"
 ERROR_TAG = "washexp.error"
+LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # what MlflowClient.log_table sets; the UI lists tables by it
 _BATCH = 100  # MLflow accepts at most 100 params or tags per batch call
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -113,6 +115,7 @@ class Run:
     tracker: Tracker | NullTracker
     run_id: str
     params: dict[str, Any]
+    artifact_uri: str = ""
     closed: bool = field(default=False)
     series: dict[str, list[float]] = field(default_factory=dict)
 
@@ -125,8 +128,8 @@ class Run:
         tables: dict[str, Any] | None = None,
         series: dict[str, list[float]] | None = None,
     ) -> None:
-        """``tables``: artifact file (``*.json``) -> DataFrame or column dict, logged with
-        MLflow's ``log_table`` (``mlflow.load_table(file, extra_columns=["run_id"])`` gathers one
+        """``tables``: artifact file (``*.json``) -> DataFrame or column dict, stored as
+        MLflow's ``log_table`` stores one (``mlflow.load_table(file, extra_columns=["run_id"])`` gathers one
         across runs). ``series``: step metrics, one value per step from step 1."""
         self.series = series or {}
         self.tracker._close(self, metrics, artifacts, manifest_extra or {}, tags or {}, tables or {}, "FINISHED")
@@ -151,21 +154,26 @@ class Run:
 
 
 class Tracker:
-    def __init__(self, uri: str, experiment: str, artifact_root: Path):
+    def __init__(self, uri: str, experiment: str, artifact_root: Path | None, lock_dir: Path):
+        """``artifact_root``: where a new experiment keeps its artifacts; None leaves it to the
+        tracking server. ``lock_dir`` holds the lock on experiment creation."""
         import mlflow
         from filelock import FileLock
         from mlflow.tracking import MlflowClient
 
+        if uri.startswith("sqlite:"):
+            write_ahead_log()  # before MLflow's first connection to the store
         mlflow.set_tracking_uri(uri)
         self.uri = uri
-        artifact_root.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(_lock_path(uri, artifact_root))):
+        with FileLock(str(_lock_path(uri, lock_dir))):
             self.client = MlflowClient(uri)  # opens (and on first use migrates) the store: one process at a time
             found = self.client.get_experiment_by_name(experiment)
             self.experiment_id = (
                 found.experiment_id
                 if found
-                else self.client.create_experiment(experiment, artifact_location=artifact_root.as_uri())
+                else self.client.create_experiment(
+                    experiment, artifact_location=artifact_root.as_uri() if artifact_root else None
+                )
             )
 
     def find(self, identity_hash: str) -> Found:
@@ -197,7 +205,7 @@ class Tracker:
         held: list = []
         with _holding(held):
             created = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
-        run = Run(self, created.info.run_id, params)
+        run = Run(self, created.info.run_id, params, created.info.artifact_uri)
         if held:  # stopped while it was being created: it ends KILLED, never RUNNING
             run.fail(KeyboardInterrupt("stopped as the run started"), status="KILLED")
             _deliver(held)
@@ -225,6 +233,13 @@ class Tracker:
                 run_id, metrics=ms[i : i + _BATCH], params=ps[i : i + _BATCH], tags=ts[i : i + _BATCH]
             )
 
+    def _artifacts(self, run: Run):
+        """The run's artifact store, from the URI its creation returned (``client.log_artifacts``
+        would look the run up again first)."""
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+        return get_artifact_repository(run.artifact_uri, tracking_uri=self.uri)
+
     def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
         held: list = []
         with _holding(held):
@@ -233,26 +248,27 @@ class Tracker:
         _deliver(held)
 
     def _write(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
-        manifest = {"artifacts": {}, **manifest_extra}
-        frames = {f: _frame(d) for f, d in tables.items()}
+        """Four store calls per run, whatever it holds: one artifact-folder upload (files, tables
+        and the manifest), one batch of params, metrics and tags, and the status. A table is the
+        file ``log_table`` would write, plus the tag it would set (the UI's table view reads it):
+        without its per-table list/get/set-tag round trips."""
+        files = {rel: c.encode("utf-8") if isinstance(c, str) else c for rel, c in artifacts.items()}
+        files |= {rel: table_json(_frame(data)).encode("utf-8") for rel, data in tables.items()}
+        manifest = {"artifacts": {rel: sha256_bytes(data) for rel, data in sorted(files.items())}, **manifest_extra}
+        blob = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+        files["manifest.json"] = blob
         with tempfile.TemporaryDirectory(prefix="washexp-") as tmp:
-            for rel, content in sorted(artifacts.items()):
-                data = content.encode("utf-8") if isinstance(content, str) else content
+            for rel, data in files.items():
                 target = Path(tmp, rel)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
-                manifest["artifacts"][rel] = sha256_bytes(data)
-            for rel, frame in sorted(frames.items()):  # the bytes log_table writes for it
-                manifest["artifacts"][rel] = sha256_bytes(table_json(frame).encode("utf-8"))
-            blob = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
-            Path(tmp, "manifest.json").write_bytes(blob)
-            self.client.log_artifacts(run.run_id, tmp)
-        for rel, frame in sorted(frames.items()):
-            self.client.log_table(run.run_id, data=frame, artifact_file=rel)
+            self._artifacts(run).log_artifacts(tmp)
         mirrored = {f"washexp.sha256.{rel}": digest for rel, digest in manifest["artifacts"].items()}
         mirrored["washexp.sha256.manifest"] = sha256_bytes(blob)
-        for name, files in manifest_extra.items():
-            mirrored[f"washexp.sha256.{name}"] = tree_digest(files)
+        for name, digests in manifest_extra.items():
+            mirrored[f"washexp.sha256.{name}"] = tree_digest(digests)
+        if tables:
+            mirrored[LOGGED_ARTIFACTS_TAG] = json.dumps([{"path": rel, "type": "table"} for rel in sorted(tables)])
         self._log_batch(run.run_id, params=run.params, metrics=metrics, tags={**tags, **mirrored}, series=run.series)
         self.client.set_terminated(run.run_id, status)
 
@@ -288,14 +304,15 @@ class NullTracker:
             self._finished[identity] = FoundRun(run.run_id, status, dict(metrics), None)
 
 
-def _lock_path(uri: str, artifact_root: Path) -> Path:
+def _lock_path(uri: str, lock_dir: Path) -> Path:
     """The lock that serialises opening a store: beside a SQLite file (every sweep writing it
-    shares that lock, whatever its artifact root), else in the artifact root."""
+    shares that lock, whatever its artifact root), else in ``lock_dir``."""
     if uri.startswith("sqlite:///"):
         db = Path(uri.removeprefix("sqlite:///").partition("?")[0])
         db.parent.mkdir(parents=True, exist_ok=True)
         return db.with_name(db.name + ".washexp.lock")
-    return artifact_root / ".washexp.lock"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    return lock_dir / ".washexp.lock"
 
 
 def _frame(data: Any):

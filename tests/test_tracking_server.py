@@ -1,0 +1,163 @@
+"""``tracking=server``: a sweep logs over HTTP to a real ``washexp server`` (SQLite behind it, and
+PostgreSQL when the machine has it); a tracking server that does not answer stops the command
+before any model call or run."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+from tests.openai_server import Script, serve
+from washexp.tracking.server import stop, wait_healthy
+
+
+def _free_port() -> int:
+    with socket.socket() as s:  # bound, then released: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def washexp_server(backend_store_uri: str, artifacts: Path):
+    """``washexp server`` as a user starts it, on a free port; yields its URL."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "washexp.cli", "server", "--port", str(port)]
+    cmd += ["--backend-store-uri", backend_store_uri, "--artifacts-destination", str(artifacts)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        assert wait_healthy(url, process, timeout_s=240), "washexp server did not come up"
+        printed = iter(process.stdout.readline, "")
+        expected = f"MLflow tracking server: {url}"
+        assert any(line.startswith(expected) for line, _ in zip(printed, range(50), strict=False))
+        yield url
+    finally:
+        stop(process)
+
+
+def _rest(url: str, route: str, body: dict | None = None):
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(f"{url}{route}", data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        raw = reply.read()
+    return raw if route.startswith("/get-artifact") else json.loads(raw)
+
+
+def _runs_over_rest(url: str) -> list[dict]:
+    exp = _rest(url, "/api/2.0/mlflow/experiments/get-by-name?experiment_name=compaction")["experiment"]
+    found = _rest(url, "/api/2.0/mlflow/runs/search", {"experiment_ids": [exp["experiment_id"]], "max_results": 100})
+    return found["runs"]
+
+
+def _sweep_through(url: str, store: Path, args: list[str]) -> list[dict]:
+    """Run a small offline sweep against the server; its runs as the REST API returns them."""
+    store.mkdir()
+    run_cli(["-m", *args, "tracking=server", f"tracking.uri={url}", "tracking.artifacts=null"], store, env={"CI": "1"})
+    assert not (store / "mlflow.db").exists() and not (store / "mlruns").exists()  # nothing local
+    runs = _runs_over_rest(url)
+    for run in runs:
+        tags = {t["key"]: t["value"] for t in run["data"]["tags"]}
+        manifest = _rest(url, f"/get-artifact?path=manifest.json&run_uuid={run['info']['run_id']}")
+        assert tags["washexp.sha256.manifest"] == hashlib.sha256(manifest).hexdigest()
+    return runs
+
+
+def test_a_sweep_logs_to_washexp_server(tmp_path):
+    artifacts = tmp_path / "served"
+    with washexp_server(f"sqlite:///{tmp_path / 'server.db'}", artifacts) as url:
+        runs = _sweep_through(url, tmp_path / "client", ["method=S", "topn=0,1", "task=[backup,refactor]"])
+    names = sorted(r["info"]["run_name"] for r in runs)
+    assert names == sorted(f"S top{n} · {t}" for n in (0, 1) for t in ("arm", "backup", "refactor"))
+    assert {r["info"]["status"] for r in runs} == {"FINISHED"}
+    # the artifacts went to the server's folder, uploaded over HTTP
+    assert len(list(artifacts.rglob("manifest.json"))) == 6
+
+
+def test_unreachable_tracking_server_stops_before_any_model_call(store):
+    script = Script()
+    uri = f"http://127.0.0.1:{_free_port()}"
+    with serve(script) as base_url:
+        proc = run_cli(
+            [
+                "-m",
+                "topn=0,1",
+                "model=openai",
+                f"endpoint.base_url={base_url}",
+                "model.name=qwen3.8-max",
+                f"endpoint.recordings={store / 'rec'}",
+                "task=[backup]",
+                "tracking=server",
+                f"tracking.uri={uri}",
+            ],
+            store,
+            check=False,
+            env={"CI": "1"},
+        )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("washexp:")]
+    line = f"washexp: tracking.uri={uri}: no MLflow tracking server answers there (start one: washexp server)"
+    assert errors == [line]
+    assert "Traceback" not in proc.stderr
+    assert script.count() == 0  # not one model call
+    assert not (store / "mlflow.db").exists() and not (store / "rec").exists()
+
+
+def _postgres_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else shutil.which("initdb") and Path(shutil.which("initdb")).parent
+
+
+@pytest.fixture
+def postgres():
+    """A throwaway PostgreSQL cluster on a free port, run by an unprivileged user (PostgreSQL
+    refuses to run as root); yields its ``postgresql://`` URI."""
+    bin_dir = _postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql provides initdb and pg_ctl)")
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed (pip install -e .[postgres])")
+    as_user = []
+    if os.geteuid() == 0:
+        if shutil.which("runuser") is None:
+            pytest.skip("running as root without runuser: cannot start PostgreSQL as an unprivileged user")
+        as_user = ["runuser", "-u", "nobody", "--"]
+    folder = Path(tempfile.mkdtemp(prefix="washexp-pg-"))  # not under pytest's root-only tmp
+    if as_user:
+        shutil.chown(folder, "nobody", "nogroup")
+    port = _free_port()
+    data, log = folder / "data", folder / "log"
+
+    def pg(*cmd: str) -> None:
+        subprocess.run([*as_user, str(bin_dir / cmd[0]), *cmd[1:]], check=True, capture_output=True, cwd=folder)
+
+    try:
+        pg("initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        opts = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
+        pg("pg_ctl", "-D", str(data), "-o", opts, "-l", str(log), "-w", "start")
+        pg("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "mlflow")
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/mlflow"
+    finally:
+        if data.exists():
+            stop_cmd = [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"]
+            subprocess.run(stop_cmd, capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_sweep_logs_to_washexp_server_on_postgresql(postgres, tmp_path):
+    with washexp_server(postgres, tmp_path / "served") as url:
+        runs = _sweep_through(url, tmp_path / "client", ["method=S", "topn=0", "task=[backup]"])
+    assert sorted(r["info"]["run_name"] for r in runs) == ["S top0 · arm", "S top0 · backup"]
+    assert {r["info"]["status"] for r in runs} == {"FINISHED"}

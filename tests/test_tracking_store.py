@@ -1,0 +1,132 @@
+"""What a run puts in the store is what MLflow's own per-file calls put there.
+
+The writer stores a run in four calls (one artifact-folder upload, one batch, the status), and a
+table as the file and tag ``MlflowClient.log_table`` would write. These tests write the same run
+both ways into one real SQLite store and compare everything a reader sees: run name, status,
+params, metrics with their steps, tags, artifact paths and their sha256, and the tables through
+``mlflow.load_table``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from washexp.tracking import open_tracker
+from washexp.tracking.writer import HASH_TAG, OWNER_TAG, table_json
+
+PARAMS = {"model": "reference", "topn": 2, "roles": {"read": "reference", "jev": None}}
+METRICS = {"retention": 0.75, "contexts": 3.0}
+SERIES = {"round/kept": [4.0, 3.0, 3.0]}
+TAGS = {"method": "S", "washexp.kind": "condition"}
+ARTIFACTS = {"config.yaml": "a: 1\n", "summary/g0.txt": "kept ✓\n", "raw/blob.bin": bytes(range(256))}
+TABLES = {
+    "retention.json": {"field": ["a", "b"], "kept": [1.0, 0.0]},
+    "tables/answers.json": pd.DataFrame({"answer": ['{"x": 1}', "n/a"], "ok": [True, False]}),
+}
+MANIFEST = {"fixture": {"task.yaml": "0" * 64}}
+
+
+def _old_path(client: MlflowClient, experiment_id: str, run_id_of_new) -> str:
+    """The writer before it batched: a file upload, then ``log_table`` per table, then the batch."""
+    new = client.get_run(run_id_of_new)
+    run = client.create_run(experiment_id, run_name=new.info.run_name, tags={**TAGS, HASH_TAG: "old"})
+    manifest = {"artifacts": {}, **MANIFEST}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rel, content in sorted(ARTIFACTS.items()):
+            data = content.encode() if isinstance(content, str) else content
+            Path(tmp, rel).parent.mkdir(parents=True, exist_ok=True)
+            Path(tmp, rel).write_bytes(data)
+            manifest["artifacts"][rel] = hashlib.sha256(data).hexdigest()
+        for rel, table in sorted(TABLES.items()):
+            frame = table if isinstance(table, pd.DataFrame) else pd.DataFrame(table)
+            manifest["artifacts"][rel] = hashlib.sha256(table_json(frame).encode()).hexdigest()
+        blob = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+        Path(tmp, "manifest.json").write_bytes(blob)
+        client.log_artifacts(run.info.run_id, tmp)
+    for rel, table in sorted(TABLES.items()):
+        client.log_table(run.info.run_id, data=table, artifact_file=rel)
+    wanted = {k: v for k, v in new.data.tags.items() if k.startswith("washexp.sha256.")}
+    params = [Param(k, v) for k, v in new.data.params.items()]
+    metrics = [Metric(k, v, 0, 0) for k, v in METRICS.items()]
+    metrics += [Metric(k, v, 0, i) for k, vs in SERIES.items() for i, v in enumerate(vs, 1)]
+    client.log_batch(run.info.run_id, metrics=metrics, params=params, tags=[RunTag(k, v) for k, v in wanted.items()])
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return run.info.run_id
+
+
+def _seen(client: MlflowClient, run_id: str) -> dict:
+    """Everything a reader of the store sees of one run, minus what names the run itself."""
+    run = client.get_run(run_id)
+    root = Path(client.download_artifacts(run_id, "", tempfile.mkdtemp()))
+    files = {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    skip = {HASH_TAG, OWNER_TAG, "mlflow.user", "mlflow.source.name", "mlflow.source.type"}
+    return {
+        "name": run.info.run_name,
+        "status": run.info.status,
+        "params": run.data.params,
+        "metrics": run.data.metrics,
+        "history": {k: [m.value for m in client.get_metric_history(run_id, k)] for k in SERIES},
+        "tags": {k: v for k, v in run.data.tags.items() if k not in skip},
+        "artifacts": {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()},
+    }
+
+
+@pytest.fixture
+def stored(tmp_path):
+    tracker = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "mlruns"), "t", tmp_path)
+    with tracker.open("S top2 · backup", "new", PARAMS, TAGS) as run:
+        run.finish(METRICS, ARTIFACTS, MANIFEST, tables=TABLES, series=SERIES)
+    old = _old_path(tracker.client, tracker.experiment_id, run.run_id)
+    return tracker, run.run_id, old
+
+
+def test_a_run_stores_what_mlflow_per_file_calls_store(stored):
+    tracker, new, old = stored
+    seen_new, seen_old = _seen(tracker.client, new), _seen(tracker.client, old)
+    assert seen_new == seen_old
+    # the documented set, so the comparison above cannot pass on two empty runs
+    assert set(seen_new["artifacts"]) == {"manifest.json", *ARTIFACTS, *TABLES}
+    assert json.loads(seen_new["tags"]["mlflow.loggedArtifacts"]) == [
+        {"path": "retention.json", "type": "table"},
+        {"path": "tables/answers.json", "type": "table"},
+    ]
+    for rel, digest in seen_new["artifacts"].items():
+        tag = "washexp.sha256.manifest" if rel == "manifest.json" else f"washexp.sha256.{rel}"
+        assert seen_new["tags"][tag] == digest
+    assert seen_new["history"] == SERIES and seen_new["metrics"]["retention"] == 0.75
+
+
+def test_tables_load_across_runs_as_mlflow_logged_them(stored):
+    tracker, new, old = stored
+    table = tracker.client.load_table(tracker.experiment_id, "retention.json", [new, old], extra_columns=["run_id"])
+    assert len(table) == 4
+    rows = {r: table[table.run_id == r].drop(columns="run_id").reset_index(drop=True) for r in (new, old)}
+    assert rows[new].equals(rows[old]) and rows[new]["field"].tolist() == ["a", "b"]
+
+
+def test_a_failed_run_keeps_its_error_and_manifest(tmp_path):
+    tracker = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", None, "t", tmp_path)
+    with pytest.raises(ValueError), tracker.open("broken", "h", PARAMS, TAGS):
+        raise ValueError("scripted failure")
+    run = tracker.client.search_runs([tracker.experiment_id])[0]
+    assert run.info.status == "FAILED" and run.data.tags["washexp.error"] == "ValueError: scripted failure"
+    seen = _seen(tracker.client, run.info.run_id)
+    assert set(seen["artifacts"]) == {"error.txt", "manifest.json"}
+    assert seen["tags"]["washexp.sha256.error.txt"] == seen["artifacts"]["error.txt"]
+
+
+def test_the_sqlite_store_commits_through_a_write_ahead_log(tmp_path):
+    """Each run commits several transactions; with the rollback journal each waited on the disk."""
+    import sqlite3
+
+    open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", None, "t", tmp_path)
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
