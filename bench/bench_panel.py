@@ -9,8 +9,10 @@ per-request latency, then runs the whole panel once, as a user would:
 off unless ``--tracking``. Ideal = requests x latency / concurrency: the time the endpoint
 alone needs at full parallelism. The wall time includes interpreter start-up, Hydra and the
 harness's own work (token counting, grading). The server's replies are scripted: this measures
-scheduling, never a model. One line per (latency, concurrency), with the run's own CPU time and the
-machine's load average (the machine is shared: read a ratio beside its load).
+scheduling, never a model. One line per (latency, concurrency), with the run's own CPU time, the
+seconds from start to the first request (start-up: imports, Hydra composing every job once to
+validate the sweep, then the first job's own), and the machine's load average (the machine is
+shared: read a ratio beside its load).
 """
 
 from __future__ import annotations
@@ -61,10 +63,19 @@ def run_panel(latency: float, concurrency: int, tracking: bool) -> dict:
         subprocess.run(command, cwd=folder, check=True, capture_output=True, env={**os.environ, "CI": "1"})
         wall, after = time.perf_counter() - start, os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    first = min(r["at"] for r in script.requests if "at" in r) - start  # start-up: imports, Hydra, planning
     requests = script.count()
     ideal = requests * latency / concurrency
     kinds = ", ".join(f"{k} {script.count(k)}" for k in ("read", "S", "Jev", "H"))
-    return {"requests": requests, "kinds": kinds, "peak": script.peak, "ideal": ideal, "wall": wall, "cpu": cpu}
+    return {
+        "requests": requests,
+        "kinds": kinds,
+        "peak": script.peak,
+        "ideal": ideal,
+        "wall": wall,
+        "cpu": cpu,
+        "first": first,
+    }
 
 
 def main() -> None:
@@ -80,15 +91,16 @@ def main() -> None:
     parser.add_argument("--tracking", action="store_true", help="track to a temporary SQLite store")
     args = parser.parse_args()
     print(f"tracking {'on' if args.tracking else 'off'}; ideal = requests x latency / concurrency")
-    heads = ("latency", "conc", "requests", "peak", "ideal s", "wall s", "ratio", "cpu s")
-    print(" ".join(f"{h:>{w}}" for h, w in zip(heads, (8, 5, 9, 5, 8, 8, 6, 6), strict=True)), " load")
+    heads = ("latency", "conc", "requests", "peak", "ideal s", "wall s", "ratio", "cpu s", "first s")
+    widths = (8, 5, 9, 5, 8, 8, 6, 6, 8)
+    print(" ".join(f"{h:>{w}}" for h, w in zip(heads, widths, strict=True)), " load")
     for latency in args.latency:
         for concurrency in args.concurrency:
             r = run_panel(latency, concurrency, args.tracking)
             load = " ".join(f"{x:.2f}" for x in os.getloadavg())
             print(
                 f"{latency:>8.2f} {concurrency:>5} {r['requests']:>9} {r['peak']:>5} {r['ideal']:>8.2f}"
-                f" {r['wall']:>8.2f} {r['wall'] / r['ideal']:>6.2f} {r['cpu']:>6.1f}  {load}",
+                f" {r['wall']:>8.2f} {r['wall'] / r['ideal']:>6.2f} {r['cpu']:>6.1f} {r['first']:>8.2f}  {load}",
                 flush=True,
             )
     print(f"requests by kind (last run): {r['kinds']}")
