@@ -11,8 +11,9 @@ compare), then runs, each in a fresh process through the real entry point:
 - one wash measurement round: ``python run.py benchmark=wash measurement=ceiling rounds=1
   benchmark.fixtures=<tmp>/wash``.
 
-Prints wall time and peak RSS (``os.wait4`` of that child) per N, and per item, beside the load
-average. Tracking is off unless ``--tracking`` (MLflow's own per-run cost is measured elsewhere).
+Prints wall time, CPU time and peak RSS (``os.wait4`` of that child) per N, and the marginal CPU
+and RSS per added item, beside the load average. Tracking is off unless ``--tracking`` (MLflow's
+own per-run cost is measured elsewhere).
 Synthetic tasks have the shape of ``fixtures/compaction/*`` (task.yaml, collection.yaml, source/,
 trajectory.json built by ``washexp.compaction.collect``; primary cohort, 3 fields with needles);
 stores the shape of ``fixtures/wash/*`` (MEMORY.md index, topic files with muscle and fat,
@@ -140,8 +141,8 @@ def make_store(root: Path, i: int) -> None:
     (folder / "expected.json").write_text(json.dumps(expected, indent=2) + "\n", encoding="utf-8")
 
 
-def measure(args: list[str], tmp: Path) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one ``run.py`` process."""
+def measure(args: list[str], tmp: Path) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one ``run.py`` process."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "run.py"), *args],
@@ -155,7 +156,7 @@ def measure(args: list[str], tmp: Path) -> tuple[float, float]:
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"run.py {' '.join(args)} failed:\n{stderr.decode()[-2000:]}")
-    return wall, usage.ru_maxrss / 1024  # Linux reports KiB
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # Linux reports KiB
 
 
 def main() -> None:
@@ -165,8 +166,9 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="write the generated fixtures here and keep them")
     args = parser.parse_args()
     print(f"tracking {'on' if args.tracking else 'off'}; fresh process per run")
-    print("marginal = growth from the previous N per added item: flat when growth is linear")
-    print(f"{'family':<11} {'N':>5} {'wall s':>8} {'marg ms':>8} {'peak MiB':>9} {'marg KiB':>9}  load")
+    print("marginal = growth from the previous N per added item (CPU, less load-sensitive than wall; RSS):")
+    print("flat when growth is linear")
+    print(f"{'family':<11} {'N':>5} {'wall s':>8} {'cpu s':>7} {'marg ms':>8} {'peak MiB':>9} {'marg KiB':>9}  load")
     previous: dict[str, tuple[int, float, float]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for n in args.sizes:
@@ -184,13 +186,13 @@ def main() -> None:
                     if args.tracking
                     else ["tracking=off"]
                 )
-                wall, rss = measure([*overrides, *track, f"hydra.run.dir={base / 'outputs'}"], base)
+                wall, cpu, rss = measure([*overrides, *track, f"hydra.run.dir={base / 'outputs'}"], base)
                 load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-                m, w0, r0 = previous.get(family, (0, 0.0, 0.0))
-                ms, kib = ((wall - w0) / (n - m) * 1000, (rss - r0) / (n - m) * 1024) if m else (None, None)
+                m, c0, r0 = previous.get(family, (0, 0.0, 0.0))
+                ms, kib = ((cpu - c0) / (n - m) * 1000, (rss - r0) / (n - m) * 1024) if m else (None, None)
                 ms, kib = (f"{ms:>8.1f}", f"{kib:>9.1f}") if m else (" " * 8, " " * 9)
-                print(f"{family:<11} {n:>5} {wall:>8.2f} {ms} {rss:>9.1f} {kib}  {load}", flush=True)
-                previous[family] = (n, wall, rss)
+                print(f"{family:<11} {n:>5} {wall:>8.2f} {cpu:>7.2f} {ms} {rss:>9.1f} {kib}  {load}", flush=True)
+                previous[family] = (n, cpu, rss)
 
 
 if __name__ == "__main__":
