@@ -1,6 +1,6 @@
 """Does the 13-arm panel keep an endpoint busy? Wall time against the ideal.
 
-    python bench/bench_panel.py [--latency 0.05] [--concurrency 8] [--tracking]
+    python bench/bench_panel.py [--latency 0.2 0.5] [--concurrency 1 8 32] [--tracking]
 
 Starts the scripted local OpenAI-compatible server (tests/openai_server.py) with a fixed
 per-request latency, then runs the whole panel once, as a user would:
@@ -9,7 +9,10 @@ per-request latency, then runs the whole panel once, as a user would:
 off unless ``--tracking``. Ideal = requests x latency / concurrency: the time the endpoint
 alone needs at full parallelism. The wall time includes interpreter start-up, Hydra and the
 harness's own work (token counting, grading). The server's replies are scripted: this measures
-scheduling, never a model.
+scheduling, never a model. One line per (latency, concurrency), with the run's own CPU time, the
+seconds from start to the first request (start-up: imports, Hydra composing every job once to
+validate the sweep, then the first job's own), and the machine's load average (the machine is
+shared: read a ratio beside its load).
 """
 
 from __future__ import annotations
@@ -28,23 +31,14 @@ sys.path.insert(0, str(ROOT))
 from tests.openai_server import Script, serve  # noqa: E402
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--latency",
-        type=float,
-        default=0.5,
-        help="seconds per request (default 0.5: a short reader call on a served model)",
-    )
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--tracking", action="store_true", help="track to a temporary SQLite store")
-    args = parser.parse_args()
-    script = Script(latency=args.latency)
+def run_panel(latency: float, concurrency: int, tracking: bool) -> dict:
+    """One panel run in a fresh process against a fresh server and recordings folder."""
+    script = Script(latency=latency)
     with tempfile.TemporaryDirectory() as tmp, serve(script) as url:
         folder = Path(tmp)
-        tracking = (
+        track = (
             [f"tracking.uri=sqlite:///{folder / 'mlflow.db'}", f"tracking.artifacts={folder / 'mlruns'}"]
-            if args.tracking
+            if tracking
             else ["tracking=off"]
         )
         command = [
@@ -58,25 +52,58 @@ def main() -> None:
             "model.name=qwen3.8-max",
             "model.platform=scripted-test-server",
             f"endpoint.recordings={folder / 'rec'}",
-            f"endpoint.max_concurrency={args.concurrency}",
+            f"endpoint.max_concurrency={concurrency}",
             "model.generations=3",
             "model.answers_per_context=2",
             "task=all",
-            *tracking,
+            *track,
             f"hydra.sweep.dir={folder / 'multirun'}",
         ]
-        start = time.perf_counter()
+        before, start = os.times(), time.perf_counter()
         subprocess.run(command, cwd=folder, check=True, capture_output=True, env={**os.environ, "CI": "1"})
-        wall = time.perf_counter() - start
+        wall, after = time.perf_counter() - start, os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    first = min(r["at"] for r in script.requests if "at" in r) - start  # start-up: imports, Hydra, planning
     requests = script.count()
-    ideal = requests * args.latency / args.concurrency
+    ideal = requests * latency / concurrency
     kinds = ", ".join(f"{k} {script.count(k)}" for k in ("read", "S", "Jev", "H"))
-    print(f"requests        {requests} ({kinds})")
-    print(f"latency         {args.latency * 1000:.0f} ms per request (fixed, scripted server)")
-    print(f"concurrency     {args.concurrency} (peak in flight observed: {script.peak})")
-    print(f"ideal           {ideal:.2f} s  (requests x latency / concurrency)")
-    print(f"wall            {wall:.2f} s  (tracking {'on' if args.tracking else 'off'})")
-    print(f"ratio           {wall / ideal:.2f}")
+    return {
+        "requests": requests,
+        "kinds": kinds,
+        "peak": script.peak,
+        "ideal": ideal,
+        "wall": wall,
+        "cpu": cpu,
+        "first": first,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "--latency",
+        type=float,
+        nargs="+",
+        default=[0.2, 0.5],
+        help="seconds per request (default 0.2 and 0.5: short reader calls on a served model)",
+    )
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--tracking", action="store_true", help="track to a temporary SQLite store")
+    args = parser.parse_args()
+    print(f"tracking {'on' if args.tracking else 'off'}; ideal = requests x latency / concurrency")
+    heads = ("latency", "conc", "requests", "peak", "ideal s", "wall s", "ratio", "cpu s", "first s")
+    widths = (8, 5, 9, 5, 8, 8, 6, 6, 8)
+    print(" ".join(f"{h:>{w}}" for h, w in zip(heads, widths, strict=True)), " load")
+    for latency in args.latency:
+        for concurrency in args.concurrency:
+            r = run_panel(latency, concurrency, args.tracking)
+            load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            print(
+                f"{latency:>8.2f} {concurrency:>5} {r['requests']:>9} {r['peak']:>5} {r['ideal']:>8.2f}"
+                f" {r['wall']:>8.2f} {r['wall'] / r['ideal']:>6.2f} {r['cpu']:>6.1f} {r['first']:>8.2f}  {load}",
+                flush=True,
+            )
+    print(f"requests by kind (last run): {r['kinds']}")
 
 
 if __name__ == "__main__":

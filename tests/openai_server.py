@@ -197,6 +197,7 @@ class _Handler(BaseHTTPRequestHandler):
                     "body": body,
                     "headers": {k.title(): v for k, v in self.headers.items()},  # names are case-insensitive
                     "forced": forced,
+                    "at": time.perf_counter(),
                 }
             )
             s.in_flight += 1

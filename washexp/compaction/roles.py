@@ -86,8 +86,8 @@ class Roles:
     read: Callable[[ReadJob], ChatResponse] | None = None
     concurrency: int = 1
     """How many conditions may compute at once (an endpoint's parallelism; 1 offline)."""
-    recording: Callable[[str], dict | None] | None = None
-    """key -> the recorded request and response, logged as a condition's ``requests/<key>.json``."""
+    recording: Callable[[str], str | None] | None = None
+    """key -> the recorded request and response as the text of a condition's ``requests/<key>.json``."""
     hermes_checkpoint: Callable[[str, int, list[dict], str, int], Checkpoint] | None = None
     """hermes-agent's compressor as installed (task id, generation, turns, focus, allowance),
     when the backend has it; only ``method.h_impl=hermes`` uses it."""

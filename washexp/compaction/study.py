@@ -62,7 +62,8 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         raise ConfigError(f"topn={c.topn}: must be >= 0")
     if c.phase not in PHASES:
         raise ConfigError(f"phase={c.phase!r}: expected one of {', '.join(PHASES)}")
-    tasks = load_tasks(sweep.root / cfg.benchmark.fixtures, c.task)
+    folder = sweep.root / cfg.benchmark.fixtures  # read once per command, as the source and commit
+    tasks = sweep.shared(("tasks", str(folder), canonical_json(c.task)), lambda: load_tasks(folder, c.task))
     roles: Roles = sweep.shared(
         ("roles", canonical_json([vars(cfg.model), vars(cfg.endpoint)])),
         lambda: roles_for(cfg.model, cfg.endpoint, sweep.root),
@@ -75,8 +76,8 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
     plugin = method.spec if isinstance(method, Plugin) else None
     if plugin:
         family["plugin"] = plugin
-    ident = identity(cfg, family, code_digest(*CODE))
-    source = package_source()
+    ident = identity(cfg, family, sweep.shared(("code", CODE), lambda: code_digest(*CODE)))
+    source = sweep.shared("package_source", package_source)
     topn = "n/a" if arm.topn is None else str(arm.topn)
     tags = {
         "method": arm.method,
@@ -88,7 +89,7 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         "sweep": job.sweep,
         "washexp.overrides": job.overrides,
         "washexp.source": tree_digest(source),
-        "mlflow.source.git.commit": git_commit(sweep.root) or "unknown",
+        "mlflow.source.git.commit": sweep.shared("git_commit", lambda: git_commit(sweep.root)) or "unknown",
     }
     if plugin:
         tags |= {"washexp.plugin.target": plugin["target"], "washexp.plugin.package": str(plugin["package"])}

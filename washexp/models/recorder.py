@@ -64,6 +64,7 @@ class Recorder:
         self.hits = 0
         """Requests answered from a recording."""
         self._seen: dict[str, dict] = {}  # key -> record, for records this process has used
+        self._texts: dict[str, str] = {}  # key -> artifact text, made once per key (see artifact)
 
     def path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
@@ -102,6 +103,17 @@ class Recorder:
         if close:
             close()
 
+    def artifact(self, key: str) -> str | None:
+        """The recording as a run artifact: its JSON indented by one, keys in stored order. Made
+        once per key and process: a panel logs one summary's recording in a dozen conditions."""
+        text = self._texts.get(key)
+        if text is None:
+            record = self.load(key)
+            if record is None:
+                return None
+            text = self._texts.setdefault(key, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+        return text
+
     def load(self, key: str) -> dict | None:
         if key in self._seen:  # a record never changes once written
             return self._seen[key]
@@ -129,7 +141,7 @@ class Recorder:
                 return self.load(key) or record
             except OSError:  # a filesystem without hard links: atomic, last writer wins
                 os.replace(tmp, target)
-            return record
+            return json.loads(data)  # as a later process reads it: a request artifact is the same bytes
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)

@@ -102,8 +102,8 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         "operator": w.operator,
         "gates": w.gates,
     }
-    ident = identity(cfg, family, code_digest(*CODE))
-    source = package_source()
+    ident = identity(cfg, family, sweep.shared(("code", CODE), lambda: code_digest(*CODE)))
+    source = sweep.shared("package_source", package_source)  # one command, one source tree
     tags = {
         "measurement": m.name,
         "washer": washer_name,
@@ -116,7 +116,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         "sweep": job.sweep,
         "washexp.overrides": job.overrides,
         "washexp.source": tree_digest(source),
-        "mlflow.source.git.commit": git_commit(sweep.root) or "unknown",
+        "mlflow.source.git.commit": sweep.shared("git_commit", lambda: git_commit(sweep.root)) or "unknown",
     }
     params = {**{k: v for k, v in tags.items() if not k.startswith(("washexp.", "mlflow.", "sweep"))}, **asdict(m)}
     label = f"{m.name} · {washer_name} · gauge {gauge_name}" + ("" if w.gates else " · gates off")
