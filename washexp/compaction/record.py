@@ -69,6 +69,12 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         else f"Model {model} (tier {first['params.tier']}, platform {platform}): fact accuracy from "
         f"its reader's answers, graded by strict type-exact JSON equality."
     ]
+    if first["params.backend"] == "local":
+        notes.append(
+            f"A small model served on this machine ({model}, {first['params.tier']}): the record shows that the "
+            "harness measures a real model end to end (real summaries, rankings and answers, graded as the study "
+            "grades them); it says nothing about how a larger model would score."
+        )
     notes.append(
         "Tasks weigh equally within a cohort; primary and control cohorts are reported "
         "separately; a failed condition counts as 0 and stays in the denominator."
