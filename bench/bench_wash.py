@@ -11,32 +11,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench_parallel import timed  # one fresh run.py process, timed (the scripts share bench/ as sys.path[0])
+
 SWEEP = ["-m", "benchmark=wash", "measurement=ceiling,infinity,sawtooth"]
-
-
-def timed(folder: Path) -> float:
-    start = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "run.py"),
-            *SWEEP,
-            f"tracking.uri=sqlite:///{folder / 'mlflow.db'}",
-            f"tracking.artifacts={folder / 'mlruns'}",
-            f"hydra.sweep.dir={folder / 'multirun'}",
-        ],
-        cwd=folder,
-        check=True,
-        capture_output=True,
-    )
-    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -46,7 +26,7 @@ def main() -> None:
     times = []
     for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
-            times.append(timed(Path(tmp)))
+            times.append(timed(SWEEP, [], Path(tmp)))  # the basic launcher
     print(
         f"offline wash sweep (3 measurements, reference washer): median {statistics.median(times):.1f} s "
         f"(min {min(times):.1f}, max {max(times):.1f}, n={len(times)})"
