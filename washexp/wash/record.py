@@ -37,6 +37,20 @@ MODEL_WASHERS = {
 }
 
 
+LOCAL_NOTE = (
+    "A small model served on this machine ({model}, {tier}) washes the stores: the record shows that the harness "
+    "measures a real model washer end to end (real plans, gated, applied and scored as any washer's); it says "
+    "nothing about how a larger model would wash."
+)
+
+
+def _served(parents: pd.DataFrame) -> list[dict]:
+    """What each local model that washed was (``params.served``: GGUF sha256, n_ctx, server version)."""
+    if "params.served" not in parents:
+        return []
+    return [json.loads(v) for v in sorted({str(v) for v in parents["params.served"].dropna()})]
+
+
 def _tag(frame: pd.DataFrame, name: str) -> pd.Series:
     col = f"tags.{name}"
     return frame[col] if col in frame.columns else pd.Series(None, index=frame.index, dtype=object)
@@ -140,11 +154,13 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
             note="Every muscle needle lost, the round it went and the plan item whose text held it.",
         )
     )
+    served = _served(parents)
     notes = [
         REFERENCE_HEADLINE
         if set(parents["washer"]) == {"reference"}
         else f"Washers: {', '.join(sorted(set(parents['washer'])))}.",
         *[MODEL_WASHERS[w] for w in sorted(set(parents["washer"])) if w in MODEL_WASHERS],
+        *([LOCAL_NOTE.format(model=model, tier=first.get("tags.tier"))] if served else []),
         "Scratch copies only; every round is scored by the port of CoalWash's score.mjs (whitespace-normalized exact "
         "matching). The operator is the seed's: it approves fat deletes and refuses any cut that holds muscle.",
         *(
@@ -165,6 +181,7 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
         "git commit of the runs": sorted({str(v) for v in _tag(parents, "mlflow.source.git.commit").dropna()}),
         "source sha256 of the runs": sorted({str(v) for v in _tag(parents, "washexp.source").dropna()}),
         "model": model,
+        **({"served model (GGUF, n_ctx, server)": served} if served else {}),
         "tier": first.get("tags.tier"),
         "platform": platform,
         "measurements": sorted(set(parents["measurement"])),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -95,12 +95,14 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
     make_operator(w.operator, ())
     gauge_name = w.gauge.get("name", "?")
     washer_name = w.washer.get("name", "?")
+    served = washer_model.spec if washer_model is not None else None  # what a local model is
     family = {
         "measurement": asdict(m),
         "washer": washer_spec,
         "gauge": dict(w.gauge),
         "operator": w.operator,
         "gates": w.gates,
+        **({"served": served} if served else {}),
     }
     ident = identity(cfg, family, sweep.shared(("code", CODE), lambda: code_digest(*CODE)))
     source = sweep.shared("package_source", package_source)  # one command, one source tree
@@ -119,6 +121,8 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         "mlflow.source.git.commit": sweep.shared("git_commit", lambda: git_commit(sweep.root)) or "unknown",
     }
     params = {**{k: v for k, v in tags.items() if not k.startswith(("washexp.", "mlflow.", "sweep"))}, **asdict(m)}
+    if served:
+        params["served"] = served
     label = f"{m.name} · {washer_name} · gauge {gauge_name}" + ("" if w.gates else " · gates off")
     config_yaml = public_config(cfg)
 
@@ -192,6 +196,8 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
 
         summarize = summary.measurement(m.name, config_yaml, manifest)
 
+    if washer_model is not None and washer_model.served:  # the local server's log, as the parent's artifact
+        summarize = _with_server_log(summarize, washer_model)
     parent = Work(f"{label} · {m.name}", parent_identity, params, {**tags, "washexp.kind": "measurement"})
     outcome = run_group(_tracker(cfg, sweep), parent, children, compute, summarize, rerun=cfg.rerun)
     if outcome.reused:
@@ -207,6 +213,14 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
             summary.headline(m.name, outcome.metrics),
         )
     return outcome.metrics
+
+
+def _with_server_log(summarize, washer_model):
+    def with_log(results) -> Result:
+        result = summarize(results)
+        return replace(result, artifacts={**result.artifacts, **washer_model.logs()})
+
+    return with_log
 
 
 def _feed_muscle(feed, sessions: int) -> list[dict]:

@@ -4,6 +4,8 @@
   ``endpoint.*`` (how it is reached): the shared :class:`~washexp.models.recorder.Recorder` in front
   of the ``openai`` client, so every call is recorded content-addressed and
   ``endpoint.replay=strict`` answers from the recordings alone (no client is even built).
+  ``model=local`` first starts its llama.cpp server (``washexp.models.local``); the model layer
+  owns it and stops it in :meth:`WasherModel.close`.
   ``model=reference`` has no chat model: a washer that needs one is refused in one line
   (:class:`~washexp.errors.ConfigError`, exit 2) before any run starts.
 - :meth:`WasherModel.ask` is one fresh conversation: a single user message, no history, no
@@ -25,12 +27,14 @@ from typing import Any
 
 from washexp.errors import ConfigError
 from washexp.hashing import sha256_bytes
+from washexp.models import local
 from washexp.models.base import ChatRequest, ChatResponse
 from washexp.models.endpoint import open_recorder
+from washexp.models.local import Served
 
 PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
-SERVED = ("openai",)
-"""``model.backend`` values whose model a washer can call (``local`` joins when it is merged)."""
+SERVED = ("openai", "local")
+"""``model.backend`` values whose model a washer can call."""
 
 
 def prompt(name: str) -> str:
@@ -74,6 +78,17 @@ class WasherModel:
     temperature: float = 0.0
     max_tokens: int | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)
+    served: Served | None = None
+    """``model=local``: the llama.cpp server this model layer owns (stopped by :meth:`close`)."""
+
+    @property
+    def spec(self) -> dict[str, Any] | None:
+        """What a local model is (GGUF sha256, ``n_ctx``, server version): part of the run's identity."""
+        return self.served.spec if self.served else None
+
+    def logs(self) -> dict[str, str]:
+        """The local server's log since the last call, as an artifact (nothing for a remote model)."""
+        return self.served.new_log() if self.served else {}
 
     def ask(self, text: str, role: str, meter: Meter) -> ChatResponse:
         request = ChatRequest(
@@ -82,7 +97,13 @@ class WasherModel:
         return meter.add(self.recorder.chat(request, None, f"wash {role}"))
 
     def close(self) -> None:
-        """Nothing to release (the openai client's pool closes with the process)."""
+        """End a retry that is backing off, and stop a local server (``Sweep.close()`` calls this
+        at the end of the command, also on a failure, Ctrl-C or SIGTERM)."""
+        try:
+            self.recorder.close()
+        finally:
+            if self.served is not None:
+                self.served.stop()
 
 
 def needs_served(washer: str, backend: str) -> None:
@@ -93,14 +114,22 @@ def needs_served(washer: str, backend: str) -> None:
             "(use model=openai model.name=... endpoint.base_url=...)"
         )
     if backend not in SERVED:
-        raise ConfigError(f"washer {washer}: model.backend={backend} cannot serve a washer yet (use model=openai)")
+        raise ConfigError(
+            f"washer {washer}: model.backend={backend} cannot serve a washer (use model=openai or model=local)"
+        )
 
 
 def open_model(washer: str, model, endpoint, root: Path) -> WasherModel:
     """The sweep's washer model (see the module docstring); ``model``/``endpoint`` are the config nodes."""
     needs_served(washer, model.backend)
-    recorder = open_recorder(model, endpoint, root)
-    return WasherModel(recorder, model.temperature, model.max_tokens, dict(model.extra_body or {}))
+    served = local.serve(model, endpoint, root) if model.backend == "local" else None
+    try:
+        recorder = open_recorder(served.model if served else model, served.endpoint if served else endpoint, root)
+    except BaseException:
+        if served is not None:
+            served.stop()
+        raise
+    return WasherModel(recorder, model.temperature, model.max_tokens, dict(model.extra_body or {}), served)
 
 
 def model_key(model, endpoint) -> str:
