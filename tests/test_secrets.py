@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.openai_server import Script, serve
 from tests.test_bad_input import TASK, make_project
 from washexp import cli
 from washexp.app import main as run_py
 from washexp.models import llama_server
+from washexp.tracking import server as tracking_server
 from washexp.wash.plan import Plan, PlanError
 
 KEY = "sk-washexp-PLANTED-5ecre7-c0ffee-0123456789abcdef"
@@ -74,8 +76,9 @@ def test_a_planted_key_reaches_the_endpoint_and_nothing_else(tmp_path, capfd, mo
 
 
 def test_servers_washexp_starts_bind_127_0_0_1():
-    ui = cli.ui_command("sqlite:///x/mlflow.db", 5000)
+    ui = tracking_server.command(cli.UI_HOST, 5000)
     assert ui[ui.index("--host") + 1] == "127.0.0.1"
+    assert cli._parser(ROOT).parse_args(["server"]).host == "127.0.0.1"  # washexp server, unless --host
     local = llama_server.server_command(sys.executable, Path("m.gguf"), "m", 8080, 2048, 2)
     assert local[local.index("--host") + 1] == "127.0.0.1"
     # and no module binds every interface on its own

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
@@ -161,3 +162,62 @@ def test_a_sweep_logs_to_washexp_server_on_postgresql(postgres, tmp_path):
         runs = _sweep_through(url, tmp_path / "client", ["method=S", "topn=0", "task=[backup]"])
     assert sorted(r["info"]["run_name"] for r in runs) == ["S top0 · arm", "S top0 · backup"]
     assert {r["info"]["status"] for r in runs} == {"FINISHED"}
+
+
+def test_the_settings_are_the_ones_mlflow_server_hands_its_worker():
+    """``settings`` copies MLflow's private names (importing them would import the whole server):
+    held equal here, so an MLflow that renames one fails this test, not a user's UI."""
+    from mlflow import environment_variables as ev
+    from mlflow.server import constants as c
+
+    from washexp.tracking.server import settings
+
+    names = set(settings("sqlite:///x.db"))
+    assert names == {
+        c.BACKEND_STORE_URI_ENV_VAR,
+        c.REGISTRY_STORE_URI_ENV_VAR,
+        c.ARTIFACT_ROOT_ENV_VAR,
+        c.SERVE_ARTIFACTS_ENV_VAR,
+        c.ARTIFACTS_DESTINATION_ENV_VAR,
+        ev._MLFLOW_SGI_NAME.name,
+        ev._MLFLOW_SERVER_BOOT_ID.name,
+        ev._MLFLOW_IN_JOB_EXECUTOR.name,
+        ev.MLFLOW_SERVER_ENABLE_JOB_EXECUTION.name,
+    }
+
+
+def _port_free(port: int, within_s: float) -> bool:
+    from washexp.models.llama_server import port_free
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if port_free(port):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_washexp_ui_serves_the_runs_and_its_server_dies_with_it(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    exp_id = MlflowClient(uri).create_experiment("compaction", artifact_location=str(tmp_path / "mlruns"))
+    port = _free_port()
+    cmd = [sys.executable, "-m", "washexp.cli", "ui", "--tracking-uri", uri, "--port", str(port), "--no-browser"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        expected = f"MLflow UI: http://127.0.0.1:{port}/#/experiments/{exp_id}/runs"
+        printed = iter(process.stdout.readline, "")  # the server's access log shares the terminal
+        assert any(line.startswith(expected) for line, _ in zip(printed, range(50), strict=False))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as page:
+            assert page.status == 200 and b"<html" in page.read().lower()
+        route = "/ajax-api/2.0/mlflow/experiments/get-by-name?experiment_name=compaction"
+        found = _rest(f"http://127.0.0.1:{port}", route)
+        assert found["experiment"]["experiment_id"] == exp_id
+        process.kill()  # SIGKILL: washexp runs no cleanup at all
+        process.wait()
+        assert _port_free(port, within_s=15), "the MLflow server outlived washexp ui"
+    finally:
+        if process.poll() is None:
+            process.kill()

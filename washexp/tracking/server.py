@@ -1,36 +1,70 @@
 """A local MLflow tracking server (``washexp server``, ``washexp ui``), and whether one answers.
 
-The server is MLflow's own (``mlflow server``), started so it comes up fast on a small machine:
-one uvicorn worker instead of MLflow's four, and no job-execution runner (the huey consumers serve
-GenAI jobs such as scheduled scorers, which a harness that logs runs never submits). Each worker
-and runner is a Python process that imports all of MLflow; on two cores they took about 30 s
-to answer. The UI is the same: the same app, the same pages.
+The server is MLflow's own app (``mlflow.server.fastapi_app:app``, what ``mlflow server`` serves),
+started so it comes up fast on a small machine. ``mlflow server`` is a launcher: a process that
+imports MLflow's CLI and server, then starts uvicorn in a second process that imports the server
+again, with four workers and a job-execution runner (huey consumers for GenAI jobs such as
+scheduled scorers, which a harness that logs runs never submits). On two cores that took about
+30 s to answer. Here one process runs uvicorn with one worker on the same app, handed the
+settings the launcher would hand it (:func:`settings`); the UI and the REST API are the same.
+
+The child runs behind the parent watch (``washexp.child``): a ``washexp ui`` killed outright
+takes its server with it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
+from washexp.child import module_command
 
-def command(backend_store_uri: str, host: str, port: int, artifacts: Path | None = None) -> list[str]:
-    """``mlflow server`` serving ``backend_store_uri``; with ``artifacts``, it also serves run
-    artifacts from that folder (clients upload them over HTTP)."""
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_store_uri]
-    cmd += ["--host", host, "--port", str(port), "--workers", "1"]
-    if artifacts is not None:
-        cmd += ["--artifacts-destination", str(artifacts)]
-    return cmd
+APP = "mlflow.server.fastapi_app:app"
+ARTIFACTS_DEFAULT = "./mlartifacts"
+"""``mlflow server``'s own default for ``--artifacts-destination``."""
+
+
+def command(host: str, port: int) -> list[str]:
+    """uvicorn serving MLflow's app with one worker and MLflow's log format, watched by its parent."""
+    args = ["--log-config", str(_log_config()), "--host", host, "--port", str(port), "--workers", "1", APP]
+    return module_command(sys.executable, "uvicorn", args)
+
+
+def _log_config() -> Path:
+    """MLflow's uvicorn log config, found without importing MLflow's server."""
+    spec = importlib.util.find_spec("mlflow")
+    return Path(next(iter(spec.submodule_search_locations))) / "server" / "uvicorn_log_config.yaml"
+
+
+def settings(backend_store_uri: str, artifacts: Path | None = None) -> dict[str, str]:
+    """What ``mlflow server --backend-store-uri URI [--artifacts-destination DIR]`` hands its
+    worker, through the environment (names from ``mlflow.server.constants``, which cannot be
+    imported without importing the whole server; a test holds them equal): the store for runs
+    and models, served artifacts (``mlflow-artifacts:/``, kept in ``artifacts``), uvicorn as
+    the server, and no job execution."""
+    return {
+        "_MLFLOW_SERVER_FILE_STORE": backend_store_uri,
+        "_MLFLOW_SERVER_REGISTRY_STORE": backend_store_uri,
+        "_MLFLOW_SERVER_ARTIFACT_ROOT": "mlflow-artifacts:/",
+        "_MLFLOW_SERVER_SERVE_ARTIFACTS": "true",
+        "_MLFLOW_SERVER_ARTIFACT_DESTINATION": str(artifacts) if artifacts is not None else ARTIFACTS_DEFAULT,
+        "_MLFLOW_SGI_NAME": "uvicorn",
+        "_MLFLOW_SERVER_BOOT_ID": uuid.uuid4().hex,
+        "_MLFLOW_IN_JOB_EXECUTOR": "false",
+        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+    }
 
 
 def start(backend_store_uri: str, host: str, port: int, artifacts: Path | None = None) -> subprocess.Popen:
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    return subprocess.Popen(command(backend_store_uri, host, port, artifacts), env=env)
+    env = {**os.environ, **settings(backend_store_uri, artifacts)}
+    return subprocess.Popen(command(host, port), env=env, stdin=subprocess.PIPE)
 
 
 def wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 180.0) -> bool:
@@ -60,7 +94,7 @@ def unanswered(uri: str | None) -> bool:
 
 
 def stop(server: subprocess.Popen) -> None:
-    """End the server (MLflow forwards SIGTERM to its uvicorn worker)."""
+    """End the server: SIGTERM (uvicorn shuts down in order), SIGKILL if it hangs."""
     if server.poll() is None:
         server.terminate()
         try:
@@ -68,3 +102,5 @@ def stop(server: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+    if server.stdin and not server.stdin.closed:
+        server.stdin.close()

@@ -1,0 +1,30 @@
+"""A server child process that cannot outlive washexp.
+
+:func:`module_command` runs a Python module's ``__main__`` (``llama_cpp.server``, ``uvicorn``)
+behind a watchdog thread that blocks on the child's stdin, a pipe only the parent holds (start
+it with ``stdin=subprocess.PIPE``). When the parent dies, even by SIGKILL, which runs no
+cleanup, the pipe closes and the child exits at once: no orphan server either way.
+"""
+
+from __future__ import annotations
+
+PROGRAM = """\
+import os, runpy, sys, threading
+def _watch():
+    sys.stdin.buffer.read()  # returns at EOF: the parent is gone (or closed the pipe to stop us)
+    os._exit(0)
+threading.Thread(target=_watch, name="washexp-parent-watch", daemon=True).start()
+sys.argv[0] = {module!r}
+runpy.run_module({module!r}, run_name="__main__", alter_sys=True)
+"""
+
+
+def module_command(python: str, module: str, args: list[str]) -> list[str]:
+    """``python -m module args``, watched: the child ends when the parent's end of its stdin closes."""
+    return [python, "-c", PROGRAM.format(module=module), *args]
+
+
+def printable(command: list[str]) -> str:
+    """The command for a log line, without the watchdog's program text."""
+    program = command[2] if len(command) > 2 and command[1] == "-c" else None
+    return " ".join(c for c in command if c != program)
