@@ -84,6 +84,7 @@ def stored(tmp_path):
     tracker = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "mlruns"), "t", tmp_path)
     with tracker.open("S top2 · backup", "new", PARAMS, TAGS) as run:
         run.finish(METRICS, ARTIFACTS, MANIFEST, tables=TABLES, series=SERIES)
+    tracker.close()  # the writer thread has stored it
     old = _old_path(tracker.client, tracker.experiment_id, run.run_id)
     return tracker, run.run_id, old
 
@@ -116,6 +117,7 @@ def test_a_failed_run_keeps_its_error_and_manifest(tmp_path):
     tracker = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", None, "t", tmp_path)
     with pytest.raises(ValueError), tracker.open("broken", "h", PARAMS, TAGS):
         raise ValueError("scripted failure")
+    tracker.close()
     run = tracker.client.search_runs([tracker.experiment_id])[0]
     assert run.info.status == "FAILED" and run.data.tags["washexp.error"] == "ValueError: scripted failure"
     seen = _seen(tracker.client, run.info.run_id)
@@ -130,3 +132,20 @@ def test_the_sqlite_store_commits_through_a_write_ahead_log(tmp_path):
     open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", None, "t", tmp_path)
     with sqlite3.connect(tmp_path / "mlflow.db") as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_write_that_fails_on_the_writer_thread_is_raised_at_the_next_tracking_call(tmp_path):
+    """Runs are written on the tracker's writer thread: its failure must reach the sweep, and the
+    run must not read FINISHED (it stays RUNNING, so a later start redoes it)."""
+    from urllib.parse import urlparse
+
+    tracker = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "mlruns"), "t", tmp_path)
+    run = tracker.open("S top2 · backup", "h", PARAMS, TAGS)
+    artifacts = Path(urlparse(run.artifact_uri).path)
+    artifacts.parent.mkdir(parents=True, exist_ok=True)
+    artifacts.write_text("a file where the run's artifact folder goes")
+    run.finish(METRICS, ARTIFACTS)  # handed over: the failure comes later, on the writer thread
+    with pytest.raises(OSError):
+        tracker.close()
+    assert tracker.client.get_run(run.run_id).info.status == "RUNNING"
+    tracker.close()  # reported once; the writer goes on

@@ -6,7 +6,15 @@ process. A process killed outright (SIGKILL) does leave one: every run carries i
 (``host:pid``), and the next start for the same identity marks a run whose owner is gone KILLED.
 
 Every finished run carries a ``manifest.json`` of sha256 digests (its artifacts and tables, its
-fixture files, the source that produced it), mirrored as tags. Opening the store and creating
+fixture files, the source that produced it), mirrored as tags.
+
+Closing a run hands its write (artifacts, one batch of params, metrics and tags, the status) to
+one writer thread, so the next unit computes while the last one is stored; runs are written in
+the order they closed (a few at most wait) and a run turns FINISHED only once all of it is stored. ``find`` waits for
+the writes before it (a sweep reuses what it just finished), ``close`` waits for all of them (the
+sweep's end, also on Ctrl-C or SIGTERM); a write that fails is raised on the calling thread at
+the next tracking call. A process killed outright loses the writes still queued: their runs stay
+RUNNING under a dead owner, and the next start marks them KILLED and redoes them. Opening the store and creating
 the experiment are guarded by a file lock (parallel jobs racing to create one experiment, or to
 migrate a fresh SQLite schema, is a known MLflow failure). Writers of one SQLite store in several
 processes need nothing more: MLflow's SQLAlchemy store waits out another writer's lock (a 4-process
@@ -15,9 +23,11 @@ stress run and a 20 s exclusive lock held by another process both passed without
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import os
+import queue
 import signal
 import socket
 import tempfile
@@ -153,6 +163,46 @@ class Run:
             self.fail(error, status="KILLED")
 
 
+class _Writer:
+    """One daemon thread running writes in the order they were handed over. At most ``BACKLOG``
+    wait: a sweep that computes faster than its store writes waits for the store, so a stop
+    never waits on a long queue and a kill loses little."""
+
+    BACKLOG = 4
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue = queue.Queue(maxsize=self.BACKLOG)
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def submit(self, write) -> None:
+        self._raise()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="washexp-tracking-writer", daemon=True)
+            self._thread.start()
+        self._queue.put(write)
+
+    def drain(self) -> None:
+        """Wait until every write handed over is stored; raise the first that failed."""
+        self._queue.join()
+        self._raise()
+
+    def _raise(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def _loop(self) -> None:
+        while True:
+            write = self._queue.get()
+            try:
+                write()
+            except BaseException as err:  # reported to the calling thread, never lost
+                self._error = self._error or err
+            finally:
+                self._queue.task_done()
+
+
 class Tracker:
     def __init__(self, uri: str, experiment: str, artifact_root: Path | None, lock_dir: Path):
         """``artifact_root``: where a new experiment keeps its artifacts; None leaves it to the
@@ -165,6 +215,8 @@ class Tracker:
             write_ahead_log()  # before MLflow's first connection to the store
         mlflow.set_tracking_uri(uri)
         self.uri = uri
+        self._writer = _Writer()
+        atexit.register(self.close)
         with FileLock(str(_lock_path(uri, lock_dir))):
             self.client = MlflowClient(uri)  # opens (and on first use migrates) the store: one process at a time
             found = self.client.get_experiment_by_name(experiment)
@@ -176,7 +228,12 @@ class Tracker:
                 )
             )
 
+    def close(self) -> None:
+        """Wait for every run handed to the writer (the sweep's end)."""
+        self._writer.drain()
+
     def find(self, identity_hash: str) -> Found:
+        self._writer.drain()  # what this process finished is in the store before it is looked for
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=f"tags.`{HASH_TAG}` = '{identity_hash}'",
@@ -233,17 +290,25 @@ class Tracker:
                 run_id, metrics=ms[i : i + _BATCH], params=ps[i : i + _BATCH], tags=ts[i : i + _BATCH]
             )
 
-    def _artifacts(self, run: Run):
-        """The run's artifact store, from the URI its creation returned (``client.log_artifacts``
-        would look the run up again first)."""
+    def _store_files(self, run: Run, files: dict[str, bytes]) -> None:
+        """The run's artifacts, in one upload to the store its creation's URI names (a local
+        folder is written in place: the files MLflow's copy from a temporary folder would leave)."""
         from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+        from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 
-        return get_artifact_repository(run.artifact_uri, tracking_uri=self.uri)
+        repo = get_artifact_repository(run.artifact_uri, tracking_uri=self.uri)
+        if isinstance(repo, LocalArtifactRepository):
+            _write_tree(Path(repo.artifact_dir), files)
+            return
+        with tempfile.TemporaryDirectory(prefix="washexp-") as tmp:
+            _write_tree(Path(tmp), files)
+            repo.log_artifacts(tmp)
 
     def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
+        args = (run, dict(metrics), dict(artifacts), dict(manifest_extra), dict(tags), dict(tables), status)
         held: list = []
-        with _holding(held):
-            self._write(run, metrics, artifacts, manifest_extra, tags, tables, status)
+        with _holding(held):  # a Ctrl-C while the write is handed over waits: the run is closed once
+            self._writer.submit(lambda: self._write(*args))
             run.closed = True
         _deliver(held)
 
@@ -257,12 +322,7 @@ class Tracker:
         manifest = {"artifacts": {rel: sha256_bytes(data) for rel, data in sorted(files.items())}, **manifest_extra}
         blob = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
         files["manifest.json"] = blob
-        with tempfile.TemporaryDirectory(prefix="washexp-") as tmp:
-            for rel, data in files.items():
-                target = Path(tmp, rel)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
-            self._artifacts(run).log_artifacts(tmp)
+        self._store_files(run, files)
         mirrored = {f"washexp.sha256.{rel}": digest for rel, digest in manifest["artifacts"].items()}
         mirrored["washexp.sha256.manifest"] = sha256_bytes(blob)
         for name, digests in manifest_extra.items():
@@ -302,6 +362,13 @@ class NullTracker:
         identity = self._open.pop(run.run_id)
         if status == "FINISHED":
             self._finished[identity] = FoundRun(run.run_id, status, dict(metrics), None)
+
+
+def _write_tree(folder: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
 
 
 def _lock_path(uri: str, lock_dir: Path) -> Path:
