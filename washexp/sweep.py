@@ -56,12 +56,19 @@ class Sweep:
         self.exit_code = max(self.exit_code, code)
 
     def close(self) -> None:
-        """Close what the jobs shared (servers, pools); a second call does nothing."""
+        """Close what the jobs shared (servers, pools, the tracker's writes), each even if one
+        before it fails (that failure is raised after); a second call does nothing."""
         shared, self._shared = self._shared, {}
+        failed: list[Exception] = []
         for value in shared.values():
             close = getattr(value, "close", None)
             if close:
-                close()
+                try:
+                    close()
+                except Exception as err:  # each must get its turn
+                    failed.append(err)
+        if failed:
+            raise failed[0]
 
     # -- across processes ---------------------------------------------------------------------
 
