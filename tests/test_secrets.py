@@ -93,3 +93,49 @@ def test_a_plan_path_cannot_leave_the_store(path):
         Plan.from_dict({"items": [item]})
     assert str(err.value).startswith("plan items[0].file: must be a bare file name")
     assert "\n" not in str(err.value)
+
+
+def test_a_planted_key_reaches_the_washer_endpoint_and_nothing_else(tmp_path):
+    """The same grep for the wash family: a model washer's sweep (coalwash: outsider, insider and
+    check calls) and its exported record."""
+    from tests.conftest import run_cli
+    from tests.wash_model_server import WashScript
+    from tests.wash_model_server import serve as serve_wash
+
+    written = tmp_path / "written"
+    store = written / "store"
+    store.mkdir(parents=True)
+    script = WashScript(fat={"settled baseline": "superseded", "matter of record": "done-point-in-time"})
+    with serve_wash(script) as url:
+        proc = run_cli(
+            [
+                "-m",
+                "benchmark=wash",
+                "measurement=ceiling",
+                "store=[superseded]",
+                "washer=coalwash",
+                "model=openai",
+                "model.name=scripted-wash-model",
+                f"endpoint.base_url={url}",
+                f"endpoint.recordings={written / 'recordings'}",
+            ],
+            store,
+            env={"OPENAI_API_KEY": KEY},
+        )
+    assert {r["headers"]["Authorization"] for r in script.requests} == {f"Bearer {KEY}"}, "the key was live"
+    assert {r["kind"] for r in script.requests} >= {"outsider", "insider"}
+    export = ["export", "--experiment", "wash", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"]
+    out = run_cli_export(export + ["--out", str(written / "results")])
+    assert {p.suffix for p in (written / "results").iterdir()} >= {".md", ".json"}
+    assert leaks_in(written) == []
+    for leak in LEAKS:
+        assert leak.decode() not in proc.stdout + proc.stderr + out
+
+
+def run_cli_export(args: list[str]) -> str:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "washexp.cli", *args], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return done.stdout + done.stderr
