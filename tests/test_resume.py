@@ -59,8 +59,9 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path, sig):
     proc.wait(timeout=120)
     before = _runs(tmp_path)
     if sig == signal.SIGINT:  # stopped, not killed outright: it closed its own runs
+        # (a unit it interrupted ends KILLED: tests/test_tracking_store.py; here the Ctrl-C may
+        # also land between units, while the next arm waits for the last writes)
         assert not [r for r in before if r.info.status == "RUNNING"]
-        assert any(r.info.status == "KILLED" for r in before)
 
     run_cli(SWEEP, tmp_path)
 

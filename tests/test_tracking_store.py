@@ -149,3 +149,16 @@ def test_a_write_that_fails_on_the_writer_thread_is_raised_at_the_next_tracking_
         tracker.close()
     assert tracker.client.get_run(run.run_id).info.status == "RUNNING"
     tracker.close()  # reported once; the writer goes on
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_a_run_stopped_mid_block_ends_killed_with_its_reason(tmp_path, stop):
+    """Ctrl-C (KeyboardInterrupt) or SIGTERM (SystemExit, washexp's handler) inside a run's block:
+    the run is stopped, not broken, and never left RUNNING, even though the writer thread stores it."""
+    tracker = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", None, "t", tmp_path)
+    with pytest.raises(stop), tracker.open("S top2 · backup", "h", PARAMS, TAGS):
+        raise stop()
+    tracker.close()
+    run = tracker.client.search_runs([tracker.experiment_id])[0]
+    assert run.info.status == "KILLED"
+    assert run.data.tags["washexp.error"].startswith(stop.__name__)
