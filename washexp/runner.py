@@ -13,7 +13,7 @@ children (conditions, stores), each with the identity that determines its result
   ``fatal`` (an endpoint that is gone) stops the group: no later child starts.
 
 Children compute ``concurrency`` at a time in threads; every tracking call stays on the
-calling thread.
+calling thread (the tracker then stores closed runs on its own writer thread, in order).
 """
 
 from __future__ import annotations

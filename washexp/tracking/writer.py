@@ -9,16 +9,18 @@ Every finished run carries a ``manifest.json`` of sha256 digests (its artifacts 
 fixture files, the source that produced it), mirrored as tags.
 
 Closing a run hands its write (artifacts, one batch of params, metrics and tags, the status) to
-one writer thread, so the next unit computes while the last one is stored; runs are written in
-the order they closed (a few at most wait) and a run turns FINISHED only once all of it is stored. ``find`` waits for
-the writes before it (a sweep reuses what it just finished), ``close`` waits for all of them (the
-sweep's end, also on Ctrl-C or SIGTERM); a write that fails is raised on the calling thread at
-the next tracking call. A process killed outright loses the writes still queued: their runs stay
-RUNNING under a dead owner, and the next start marks them KILLED and redoes them. Opening the store and creating
-the experiment are guarded by a file lock (parallel jobs racing to create one experiment, or to
-migrate a fresh SQLite schema, is a known MLflow failure). Writers of one SQLite store in several
-processes need nothing more: MLflow's SQLAlchemy store waits out another writer's lock (a 4-process
-stress run and a 20 s exclusive lock held by another process both passed without a retry of ours).
+one writer thread, so the next unit computes while the last one is stored. Runs are written in
+the order they closed (a few at most wait), and a run turns FINISHED only once all of it is
+stored. ``find`` waits for the writes before it (a sweep reuses what it just finished), ``close``
+for all of them (the sweep's end, also on Ctrl-C or SIGTERM); a write that fails is raised on the
+calling thread at the next tracking call. A process killed outright loses the writes still
+queued: their runs stay RUNNING under a dead owner, and the next start marks them KILLED.
+
+Opening the store and creating the experiment are guarded by a file lock (parallel jobs racing
+to create one experiment, or to migrate a fresh SQLite schema, is a known MLflow failure).
+Writers of one SQLite store in several processes need nothing more: MLflow's SQLAlchemy store
+waits out another writer's lock (a 4-process stress run and a 20 s exclusive lock held by
+another process both passed without a retry of ours).
 """
 
 from __future__ import annotations
