@@ -95,18 +95,17 @@ def test_a_plan_path_cannot_leave_the_store(path):
     assert "\n" not in str(err.value)
 
 
-def test_a_planted_key_reaches_the_washer_endpoint_and_nothing_else(tmp_path):
+def test_a_planted_key_reaches_the_washer_endpoint_and_nothing_else(tmp_path, capfd, monkeypatch):
     """The same grep for the wash family: a model washer's sweep (coalwash: outsider, insider and
     check calls) and its exported record."""
     from tests.conftest import run_cli
     from tests.wash_model_server import WashScript
-    from tests.wash_model_server import serve as serve_wash
 
     written = tmp_path / "written"
     store = written / "store"
     store.mkdir(parents=True)
     script = WashScript(fat={"settled baseline": "superseded", "matter of record": "done-point-in-time"})
-    with serve_wash(script) as url:
+    with serve(script) as url:
         proc = run_cli(
             [
                 "-m",
@@ -124,18 +123,11 @@ def test_a_planted_key_reaches_the_washer_endpoint_and_nothing_else(tmp_path):
         )
     assert {r["headers"]["Authorization"] for r in script.requests} == {f"Bearer {KEY}"}, "the key was live"
     assert {r["kind"] for r in script.requests} >= {"outsider", "insider"}
+    monkeypatch.chdir(ROOT)
     export = ["export", "--experiment", "wash", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"]
-    out = run_cli_export(export + ["--out", str(written / "results")])
+    assert cli.main([*export, "--out", str(written / "results")]) == 0
+    out, err = capfd.readouterr()
     assert {p.suffix for p in (written / "results").iterdir()} >= {".md", ".json"}
     assert leaks_in(written) == []
     for leak in LEAKS:
-        assert leak.decode() not in proc.stdout + proc.stderr + out
-
-
-def run_cli_export(args: list[str]) -> str:
-    import subprocess
-
-    done = subprocess.run(
-        [sys.executable, "-m", "washexp.cli", *args], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    return done.stdout + done.stderr
+        assert leak.decode() not in proc.stdout + proc.stderr + out + err
