@@ -1,10 +1,11 @@
-"""What a run puts in the store is what MLflow's own per-file calls put there.
+"""What a run puts in the store is what MLflow's own client calls put there.
 
-The writer stores a run in four calls (one artifact-folder upload, one batch, the status), and a
-table as the file and tag ``MlflowClient.log_table`` would write. These tests write the same run
-both ways into one real SQLite store and compare everything a reader sees: run name, status,
-params, metrics with their steps, tags, artifact paths and their sha256, and the tables through
-``mlflow.load_table``.
+The writer stores a run's files in one folder write, a table as the file and tag
+``MlflowClient.log_table`` would write, and (in a SQL store) its rows through MLflow's own ORM in
+one transaction per step. These tests write the same run both ways into one real SQLite store and
+compare everything a reader sees: run name, status, lifecycle, user, times, artifact location,
+params, metrics with their steps, tags, artifact paths and their sha256, the tables through
+``mlflow.load_table``, what a search filter finds, and what the runner's lookup finds.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -68,9 +70,14 @@ def _seen(client: MlflowClient, run_id: str) -> dict:
     root = Path(client.download_artifacts(run_id, "", tempfile.mkdtemp()))
     files = {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
     skip = {HASH_TAG, OWNER_TAG, "mlflow.user", "mlflow.source.name", "mlflow.source.type"}
+    info = run.info
+    assert info.artifact_uri.endswith(f"/{run_id}/artifacts") and 0 < info.start_time <= info.end_time
     return {
-        "name": run.info.run_name,
-        "status": run.info.status,
+        "name": info.run_name,
+        "status": info.status,
+        "stage": info.lifecycle_stage,
+        "user": info.user_id,
+        "artifact_root": info.artifact_uri.removesuffix(f"/{run_id}/artifacts"),
         "params": run.data.params,
         "metrics": run.data.metrics,
         "history": {k: [m.value for m in client.get_metric_history(run_id, k)] for k in SERIES},
@@ -103,6 +110,35 @@ def test_a_run_stores_what_mlflow_per_file_calls_store(stored):
         tag = "washexp.sha256.manifest" if rel == "manifest.json" else f"washexp.sha256.{rel}"
         assert seen_new["tags"][tag] == digest
     assert seen_new["history"] == SERIES and seen_new["metrics"]["retention"] == 0.75
+    assert seen_new["stage"] == "active" and seen_new["status"] == "FINISHED"
+
+
+def test_a_search_finds_both_runs_by_param_metric_and_tag(stored):
+    tracker, new, old = stored
+    query = "params.model = 'reference' and metrics.retention > 0.5 and tags.method = 'S' and status = 'FINISHED'"
+    found = tracker.client.search_runs([tracker.experiment_id], query)
+    assert {r.info.run_id for r in found} == {new, old}
+
+
+def test_the_runners_lookup_finds_the_same_in_sql_as_through_the_client(tmp_path):
+    """A SQL store is looked up by MLflow's ORM, a tracking server by ``search_runs``: one answer."""
+    tracker = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "mlruns"), "t", tmp_path)
+    with tracker.open("parent", "p", PARAMS, TAGS) as parent:
+        with tracker.open("done", "h", PARAMS, TAGS) as older:
+            older.finish({"retention": 0.5}, {})
+        time.sleep(0.01)  # start times are in ms: the newest FINISHED run is the one reused
+        with tracker.open("redone", "h", PARAMS, TAGS, parent_id=parent.run_id) as run:
+            run.finish({**METRICS, "nan": float("nan")}, {}, series=SERIES)
+        running = tracker.open("again", "h", PARAMS, TAGS)
+        parent.finish({}, {})
+    tracker.close()
+    sql = tracker.find("h")
+    tracker._sql = None  # the path a tracking server takes
+    client = tracker.find("h")
+    assert repr(sql) == repr(client)  # repr: nan != nan
+    assert sql.finished.run_id == run.run_id and sql.finished.parent_id == parent.run_id
+    assert sql.finished.metrics["retention"] == 0.75 and sql.finished.metrics["round/kept"] == 3.0
+    assert [r.run_id for r in sql.running] == [running.run_id] and sql.running[0].owner
 
 
 def test_tables_load_across_runs_as_mlflow_logged_them(stored):

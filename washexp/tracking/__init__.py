@@ -2,6 +2,8 @@
 
 - :mod:`~washexp.tracking.writer`: runs as context managers (FINISHED, FAILED or KILLED, never
   left RUNNING by an exception), sha256 manifests, MLflow tables, a file lock on experiment creation;
+- :mod:`~washexp.tracking.sqlstore`: a SQL store's runs created, written and found through MLflow's
+  own ORM, one transaction each (what the client's calls write, in far fewer statements);
 - :mod:`~washexp.tracking.reader`: plain lookups for the exporter and ``washexp ui``.
 
 The store is real: SQLite metadata at ``<project>/mlruns/mlflow.db`` with artifacts under

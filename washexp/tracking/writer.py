@@ -8,12 +8,14 @@ process. A process killed outright (SIGKILL) does leave one: every run carries i
 Every finished run carries a ``manifest.json`` of sha256 digests (its artifacts and tables, its
 fixture files, the source that produced it), mirrored as tags.
 
-Closing a run hands its write (artifacts, one batch of params, metrics and tags, the status) to
+In a SQL store (SQLite by default) a run is created, written and looked up through MLflow's own
+ORM, one transaction each (:mod:`~washexp.tracking.sqlstore`); through a tracking server, by the
+client's calls. Closing a run hands its write (artifacts, params, metrics, tags, the status) to
 one writer thread, so the next unit computes while the last one is stored. Runs are written in
 the order they closed (a few at most wait), and a run turns FINISHED only once all of it is
-stored. ``find`` waits for the writes before it (a sweep reuses what it just finished), ``close``
-for all of them (the sweep's end, also on Ctrl-C or SIGTERM); a write that fails is raised on the
-calling thread at the next tracking call. A process killed outright loses the writes still
+stored. ``find`` waits for the writes if its own identity is among them (a sweep reuses what it
+just finished), ``close`` for all of them (the sweep's end, also on Ctrl-C or SIGTERM); a write
+that fails is raised on the calling thread at the next tracking call. A process killed outright loses the writes still
 queued: their runs stay RUNNING under a dead owner, and the next start marks them KILLED.
 
 Opening the store and creating the experiment are guarded by a file lock (parallel jobs racing
@@ -48,6 +50,7 @@ from washexp.tracking.sqlite import write_ahead_log
 HASH_TAG = "washexp.hash"
 OWNER_TAG = "washexp.owner"
 ERROR_TAG = "washexp.error"
+PARENT_TAG = "mlflow.parentRunId"
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # what MlflowClient.log_table sets; the UI lists tables by it
 _BATCH = 100  # MLflow accepts at most 100 params or tags per batch call
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
@@ -128,6 +131,7 @@ class Run:
     run_id: str
     params: dict[str, Any]
     artifact_uri: str = ""
+    identity: str = ""
     closed: bool = field(default=False)
     series: dict[str, list[float]] = field(default_factory=dict)
 
@@ -168,7 +172,8 @@ class Run:
 class _Writer:
     """One daemon thread running writes in the order they were handed over. At most ``BACKLOG``
     wait: a sweep that computes faster than its store writes waits for the store, so a stop
-    never waits on a long queue and a kill loses little."""
+    never waits on a long queue and a kill loses little. Each write names the identity it
+    stores, so a lookup waits only when its own identity is still on the way."""
 
     BACKLOG = 4
 
@@ -176,17 +181,29 @@ class _Writer:
         self._queue: queue.Queue = queue.Queue(maxsize=self.BACKLOG)
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._pending: dict[str, int] = {}
 
-    def submit(self, write) -> None:
+    def submit(self, key: str, write) -> None:
         self._raise()
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="washexp-tracking-writer", daemon=True)
             self._thread.start()
-        self._queue.put(write)
+        with self._lock:
+            self._pending[key] = self._pending.get(key, 0) + 1
+        self._queue.put((key, write))
 
     def drain(self) -> None:
         """Wait until every write handed over is stored; raise the first that failed."""
         self._queue.join()
+        self._raise()
+
+    def wait_for(self, key: str) -> None:
+        """Wait for the writes before and of ``key`` if one is still queued; raise a failure."""
+        with self._lock:
+            queued = key in self._pending
+        if queued:
+            self._queue.join()
         self._raise()
 
     def _raise(self) -> None:
@@ -196,12 +213,16 @@ class _Writer:
 
     def _loop(self) -> None:
         while True:
-            write = self._queue.get()
+            key, write = self._queue.get()
             try:
                 write()
             except BaseException as err:  # reported to the calling thread, never lost
                 self._error = self._error or err
             finally:
+                with self._lock:
+                    self._pending[key] -= 1
+                    if not self._pending[key]:
+                        del self._pending[key]
                 self._queue.task_done()
 
 
@@ -212,6 +233,8 @@ class Tracker:
         import mlflow
         from filelock import FileLock
         from mlflow.tracking import MlflowClient
+
+        from washexp.tracking.sqlstore import SqlRuns
 
         if uri.startswith("sqlite:"):
             write_ahead_log()  # before MLflow's first connection to the store
@@ -229,29 +252,28 @@ class Tracker:
                     experiment, artifact_location=artifact_root.as_uri() if artifact_root else None
                 )
             )
+        self._sql = SqlRuns.of(self.client, self.experiment_id)  # None for a tracking server
 
     def close(self) -> None:
         """Wait for every run handed to the writer (the sweep's end)."""
         self._writer.drain()
 
     def find(self, identity_hash: str) -> Found:
-        self._writer.drain()  # what this process finished is in the store before it is looked for
-        runs = self.client.search_runs(
-            [self.experiment_id],
-            filter_string=f"tags.`{HASH_TAG}` = '{identity_hash}'",
-            order_by=["attributes.start_time DESC"],
-            max_results=50,
-        )
-        found = [
-            FoundRun(
-                r.info.run_id,
-                r.info.status,
-                dict(r.data.metrics),
-                r.data.tags.get("mlflow.parentRunId"),
-                r.data.tags.get(OWNER_TAG),
-            )
-            for r in runs
-        ]
+        self._writer.wait_for(identity_hash)  # what this process finished is in the store before it is looked for
+        keys = (PARENT_TAG, OWNER_TAG)
+        if self._sql:
+            runs = self._sql.find(HASH_TAG, identity_hash, keys)
+        else:
+            runs = [
+                (r.info.run_id, r.info.status, dict(r.data.metrics), r.data.tags)
+                for r in self.client.search_runs(
+                    [self.experiment_id],
+                    filter_string=f"tags.`{HASH_TAG}` = '{identity_hash}'",
+                    order_by=["attributes.start_time DESC"],
+                    max_results=50,
+                )
+            ]
+        found = [FoundRun(i, status, m, t.get(PARENT_TAG), t.get(OWNER_TAG)) for i, status, m, t in runs]
         finished = next((f for f in found if f.finished), None)
         return Found(finished, tuple(f for f in found if f.status == "RUNNING"))
 
@@ -260,11 +282,15 @@ class Tracker:
     ) -> Run:
         tags = {**tags, HASH_TAG: identity_hash, OWNER_TAG: OWNER}
         if parent_id:
-            tags["mlflow.parentRunId"] = parent_id
+            tags[PARENT_TAG] = parent_id
         held: list = []
         with _holding(held):
-            created = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
-        run = Run(self, created.info.run_id, params, created.info.artifact_uri)
+            if self._sql:
+                run_id, artifact_uri = self._sql.create(name, tags)
+            else:
+                created = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
+                run_id, artifact_uri = created.info.run_id, created.info.artifact_uri
+        run = Run(self, run_id, params, artifact_uri, identity=identity_hash)
         if held:  # stopped while it was being created: it ends KILLED, never RUNNING
             run.fail(KeyboardInterrupt("stopped as the run started"), status="KILLED")
             _deliver(held)
@@ -277,20 +303,26 @@ class Tracker:
 
     def adopt(self, run_id: str, parent_id: str) -> None:
         """Hang a reused finished run under a new parent (an arm redone after a kill)."""
-        self.client.set_tag(run_id, "mlflow.parentRunId", parent_id)
+        self.client.set_tag(run_id, PARENT_TAG, parent_id)
 
-    def _log_batch(self, run_id: str, params=None, metrics=None, tags=None, series=None) -> None:
+    def _log(self, run: Run, metrics, tags, status: str) -> None:
+        """Params, metrics (and step series), tags and the status: one transaction in a SQL
+        store, batches of at most 100 and the status through a tracking server's API."""
         from mlflow.entities import Metric, Param, RunTag
 
         now = int(time.time() * 1000)
-        ps = [Param(k, _param_value(v)) for k, v in (params or {}).items()]
-        ms = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if v is not None]
-        ms += [Metric(k, float(v), now, i) for k, vs in (series or {}).items() for i, v in enumerate(vs, 1)]
-        ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+        ps = [Param(k, _param_value(v)) for k, v in run.params.items()]
+        ms = [Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None]
+        ms += [Metric(k, float(v), now, i) for k, vs in run.series.items() for i, v in enumerate(vs, 1)]
+        ts = [RunTag(k, str(v)) for k, v in tags.items()]
+        if self._sql:
+            self._sql.complete(run.run_id, ps, ms, ts, status)
+            return
         for i in range(0, max(len(ps), len(ms), len(ts)), _BATCH):
             self.client.log_batch(
-                run_id, metrics=ms[i : i + _BATCH], params=ps[i : i + _BATCH], tags=ts[i : i + _BATCH]
+                run.run_id, metrics=ms[i : i + _BATCH], params=ps[i : i + _BATCH], tags=ts[i : i + _BATCH]
             )
+        self.client.set_terminated(run.run_id, status)
 
     def _store_files(self, run: Run, files: dict[str, bytes]) -> None:
         """The run's artifacts, in one upload to the store its creation's URI names (a local
@@ -310,15 +342,14 @@ class Tracker:
         args = (run, dict(metrics), dict(artifacts), dict(manifest_extra), dict(tags), dict(tables), status)
         held: list = []
         with _holding(held):  # a Ctrl-C while the write is handed over waits: the run is closed once
-            self._writer.submit(lambda: self._write(*args))
+            self._writer.submit(run.identity, lambda: self._write(*args))
             run.closed = True
         _deliver(held)
 
     def _write(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
-        """Four store calls per run, whatever it holds: one artifact-folder upload (files, tables
-        and the manifest), one batch of params, metrics and tags, and the status. A table is the
-        file ``log_table`` would write, plus the tag it would set (the UI's table view reads it):
-        without its per-table list/get/set-tag round trips."""
+        """One artifact-folder write (files, tables and the manifest), then the rows and the
+        status. A table is the file ``log_table`` would write, plus the tag it would set (the UI's
+        table view reads it): without its per-table list/get/set-tag round trips."""
         files = {rel: c.encode("utf-8") if isinstance(c, str) else c for rel, c in artifacts.items()}
         files |= {rel: table_json(_frame(data)).encode("utf-8") for rel, data in tables.items()}
         manifest = {"artifacts": {rel: sha256_bytes(data) for rel, data in sorted(files.items())}, **manifest_extra}
@@ -331,8 +362,7 @@ class Tracker:
             mirrored[f"washexp.sha256.{name}"] = tree_digest(digests)
         if tables:
             mirrored[LOGGED_ARTIFACTS_TAG] = json.dumps([{"path": rel, "type": "table"} for rel in sorted(tables)])
-        self._log_batch(run.run_id, params=run.params, metrics=metrics, tags={**tags, **mirrored}, series=run.series)
-        self.client.set_terminated(run.run_id, status)
+        self._log(run, metrics, {**tags, **mirrored}, status)
 
 
 class NullTracker:
