@@ -20,8 +20,9 @@ native or Hermes': "TURNS TO SUMMARIZE"). Replies by kind:
   with content -> ``{"tokens"}``) or None (404, as DashScope or OpenAI). Counts are scripted
   (the same formula as the chat replies' ``prompt_tokens``), never a tokenizer's.
 
-``Script.rendezvous[kind] = n`` holds each request of that kind until n of them have arrived (at most
-60 s), so n callers in different processes are sure to ask at once (a cross-process race made real).
+``Script.hold[kind] = s`` answers each request of that kind after s seconds, so callers in other
+processes ask while it is in flight (a cross-process race made real); every request keeps its
+arrival time (``at``: ``perf_counter``, ``wall``: ``time.time``).
 
 ``Script.forced`` holds behaviours for the next requests, whatever their kind: ``"429:<s>"``
 (with ``Retry-After: <s>``), ``"500"``, ``"408"``, ``"409"``, ``"400"``, ``"hang:<s>"`` (answer after s seconds,
@@ -71,16 +72,7 @@ class Script:
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.in_flight = self.peak = 0
-        self.rendezvous: dict[str, int] = {}
-        self._arrived = threading.Condition(self.lock)
-
-    def meet(self, kind: str) -> None:
-        """Wait until ``rendezvous[kind]`` requests of ``kind`` have arrived (see the module doc)."""
-        need = self.rendezvous.get(kind)
-        if need:
-            with self._arrived:
-                self._arrived.notify_all()
-                self._arrived.wait_for(lambda: self.count_locked(kind) >= need, timeout=60)
+        self.hold: dict[str, float] = {}
 
     def count_locked(self, kind: str | None = None) -> int:
         return sum(1 for r in self.requests if kind in (None, r["kind"]))
@@ -198,14 +190,14 @@ class _Handler(BaseHTTPRequestHandler):
                     "headers": {k.title(): v for k, v in self.headers.items()},  # names are case-insensitive
                     "forced": forced,
                     "at": time.perf_counter(),
+                    "wall": time.time(),
                 }
             )
             s.in_flight += 1
             s.peak = max(s.peak, s.in_flight)
         try:
-            s.meet(kind)
-            if s.latency:
-                time.sleep(s.latency)
+            if s.latency or kind in s.hold:
+                time.sleep(s.hold.get(kind, s.latency))
             if forced == "drop":
                 self.close_connection = True
                 return

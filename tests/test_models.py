@@ -4,7 +4,6 @@ retries and backoff, one-line failures, bounded concurrency, the recorder, no se
 from __future__ import annotations
 
 import json
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -122,25 +121,41 @@ def test_auto_replays_what_is_recorded(server, tmp_path):
 
 
 class _Slow:
-    """A model that answers after a barrier, so two recorders race on one key."""
+    """A model that takes a while to answer and counts what it was asked."""
 
-    def __init__(self, text: str, barrier: threading.Barrier):
-        self.text, self.barrier = text, barrier
+    def __init__(self, text: str):
+        self.text, self.asked = text, 0
 
     def chat(self, request: ChatRequest) -> ChatResponse:
-        self.barrier.wait()
+        self.asked += 1
+        time.sleep(0.3)
         return ChatResponse(self.text, 1, 1, "stop")
 
 
-def test_racing_writers_leave_one_valid_winner(tmp_path):
-    barrier = threading.Barrier(2)
-    recorders = [Recorder(_Slow(t, barrier), "m", tmp_path) for t in ("first", "second")]
-    with ThreadPoolExecutor(2) as pool:
+def test_a_request_asked_by_several_recorders_at_once_is_sent_once(tmp_path):
+    """Parallel jobs (one recorder each, here threads with their own lock handles, as processes
+    have) asking one request: one is sent, the others wait for its record and replay it."""
+    models = [_Slow(f"answer {i}") for i in range(4)]
+    recorders = [Recorder(m, "m", tmp_path) for m in models]
+    with ThreadPoolExecutor(4) as pool:
         replies = list(pool.map(lambda r: r.chat(REQ), recorders))
+    assert sum(m.asked for m in models) == 1
+    assert [r.calls for r in recorders].count(1) == 1 and sum(r.hits for r in recorders) == 3
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert len(files) == 1 and files[0].name == request_key("m", REQ) + ".json"  # no temp files
+    assert len(files) == 1 and files[0].name == request_key("m", REQ) + ".json"  # no lock or temp file left
     stored = json.loads(files[0].read_text())["response"]["text"]
-    assert replies[0].text == replies[1].text == stored  # the loser adopts the winner's answer
+    assert {r.text for r in replies} == {stored}
+
+
+def test_racing_writers_leave_one_valid_winner(tmp_path):
+    """Should two writers still race (a filesystem that ignores the lock), the first record
+    linked in place wins and the other adopts it."""
+    key = request_key("m", REQ)
+    first, second = (Recorder(None, "m", tmp_path) for _ in range(2))
+    kept = first._write(key, {"key": key, "response": {"text": "first"}})
+    assert second._write(key, {"key": key, "response": {"text": "second"}}) == kept
+    assert json.loads(first.path(key).read_text())["response"]["text"] == "first"
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == [f"{key}.json"]
 
 
 def test_no_secret_in_recordings_or_errors(server, tmp_path, monkeypatch):

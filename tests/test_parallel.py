@@ -2,9 +2,9 @@
 write one fresh SQLite store, and a frozen summary two of them need at once stays one summary.
 
 The sweep (``method=S topn=-1..1 model=openai``, task payment, one generation) runs as the real
-command line against the scripted server, whose S replies are sampled (each request gets a
-different text) and held until both workers have asked (``Script.rendezvous``): both processes
-really call the model for the same summary, and the recorder's first link must win for both.
+command line against the scripted server, whose S replies are sampled (each request would get a
+different text) and held for seconds (``Script.hold``): both processes need the same summary at
+once, one asks the model, the other waits for its recording and replays it.
 ``topn=-1`` is a user error raised in a worker: the command must still end in its one line and
 exit 2. The same command again reuses every finished arm.
 """
@@ -21,6 +21,7 @@ from tests.conftest import run_cli
 from tests.openai_server import Script, serve
 
 SECRET = "sk-test-SECRET-parallel"
+HOLD = 10.0  # seconds an S reply is held: both workers reach the summary within it
 
 
 def _sweep(url: str, store: Path, recordings: Path):
@@ -48,10 +49,10 @@ def parallel(tmp_path_factory):
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="needs the [test] extra (joblib launcher)")
     store = tmp_path_factory.mktemp("parallel")
     script = Script()
-    script.rendezvous = {"S": 2}
+    script.hold = {"S": HOLD}
     with serve(script) as url:
         first = _sweep(url, store, store / "recordings")
-        s_requests = script.count("S")
+        s_requests = [r for r in script.requests if r["kind"] == "S"]
         second = _sweep(url, store, store / "recordings")
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     return store, client, first, second, s_requests
@@ -82,11 +83,13 @@ def test_one_fresh_store_two_writers_no_lock_or_migration_race(parallel):
     assert not list(store.glob("multirun/.washexp-jobs-*")), "the outbox is removed"
 
 
-def test_two_processes_asking_for_one_summary_log_the_same_bytes(parallel):
+def test_two_processes_needing_one_summary_at_once_ask_once_and_log_the_same_bytes(parallel):
     _, client, _, _, s_requests = parallel
-    assert s_requests == 2, "both workers asked the model (their sampled replies differ)"
+    assert len(s_requests) == 1, "the second worker waited for the first one's recording"
     conditions = _runs(client, "condition")
-    assert len(conditions) == 2
+    assert len(conditions) == 2 and len({r.data.tags["washexp.owner"] for r in conditions}) == 2
+    replied = s_requests[0]["wall"] + HOLD
+    assert all(r.info.start_time / 1000 < replied for r in conditions), "both needed it while it was asked"
     tags = {r.data.tags["washexp.sha256.summary/g0.txt"] for r in conditions}
     files = {
         hashlib.sha256(Path(client.download_artifacts(r.info.run_id, "summary/g0.txt")).read_bytes()).hexdigest()

@@ -4,8 +4,11 @@ A request's key is the sha256 of the canonical JSON (sorted keys, no spaces) of 
 messages, temperature, max_tokens, extra body, generation and answer index. Its record lives at
 ``<dir>/<key[:2]>/<key>.json``; it holds the request and the response, never a key, header or
 endpoint. A record is written to a temporary file in the same folder and then linked into place,
-so a crash leaves no half file, and when two writers race on one key the first link wins and the
-other adopts the winner's response (every caller of a key sees the same answer).
+so a crash leaves no half file. A request is sent under a lock file beside its record: another
+process (a parallel launcher's job) or thread asking the same request waits for that record and
+replays it, so a request is paid for once. Should two writers still race on one key (a
+filesystem that ignores the lock), the first link wins and the other adopts the winner's
+response: every caller of a key sees the same answer.
 
 A refusal for length (:class:`~washexp.models.base.OverWindow`) is a property of the request, so it
 is recorded too, as ``"over_window": message`` in place of a response, and replays as the same
@@ -21,6 +24,8 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -71,7 +76,7 @@ class Recorder:
 
     def chat(self, request: ChatRequest, task_id: str | None = None, role: str = "") -> ChatResponse:
         key = request_key(self.model_name, request)
-        record = self.load(key)
+        record, sent = self.load(key), False
         if record is None:
             if self.mode == "strict" or self.model is None:
                 raise ModelError(
@@ -79,16 +84,17 @@ class Recorder:
                     f"({role or 'call'}{f' of task {task_id}' if task_id else ''}) "
                     f"in {self.dir}"
                 )
-            entry = {"key": key, "model": self.model_name, "role": role, "request": _request_dict(request)}
-            try:
-                response = self.model.chat(request)
-                entry["response"] = {k: v for k, v in asdict(response).items() if k != "key"}
-            except OverWindow as err:
-                entry["over_window"] = str(err)
-            record = self._write(key, entry)
-            counter = "calls"
-        else:
-            counter = "hits"
+            with self._sending(key):
+                record = self.load(key)  # sent meanwhile by another process or thread
+                if record is None:
+                    entry = {"key": key, "model": self.model_name, "role": role, "request": _request_dict(request)}
+                    try:
+                        response = self.model.chat(request)
+                        entry["response"] = {k: v for k, v in asdict(response).items() if k != "key"}
+                    except OverWindow as err:
+                        entry["over_window"] = str(err)
+                    record, sent = self._write(key, entry), True
+        counter = "calls" if sent else "hits"
         with self._lock:
             setattr(self, counter, getattr(self, counter) + 1)
             self._seen[key] = record
@@ -113,6 +119,21 @@ class Recorder:
                 return None
             text = self._texts.setdefault(key, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
         return text
+
+    @contextmanager
+    def _sending(self, key: str) -> Iterator[None]:
+        """Hold the request's lock file while it is sent and recorded. The file is removed
+        before the lock is let go: a waiter then holds a lock on a file nobody else can open,
+        finds the record and replays it; a later caller finds the record without locking."""
+        from filelock import FileLock
+
+        lock = self.path(key).with_suffix(".lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(lock):
+            try:
+                yield
+            finally:
+                lock.unlink(missing_ok=True)
 
     def load(self, key: str) -> dict | None:
         if key in self._seen:  # a record never changes once written
