@@ -4,15 +4,11 @@ before any model call or run."""
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -22,19 +18,14 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from tests.openai_server import Script, serve
+from tests.postgres import free_port, postgres_cluster
 from washexp.tracking.server import stop, wait_healthy
-
-
-def _free_port() -> int:
-    with socket.socket() as s:  # bound, then released: nothing listens there
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
 def washexp_server(backend_store_uri: str, artifacts: Path):
     """``washexp server`` as a user starts it, on a free port; yields its URL."""
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "washexp.cli", "server", "--port", str(port)]
     cmd += ["--backend-store-uri", backend_store_uri, "--artifacts-destination", str(artifacts)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
@@ -90,7 +81,7 @@ def test_a_sweep_logs_to_washexp_server(tmp_path):
 
 def test_unreachable_tracking_server_stops_before_any_model_call(store):
     script = Script()
-    uri = f"http://127.0.0.1:{_free_port()}"
+    uri = f"http://127.0.0.1:{free_port()}"
     with serve(script) as base_url:
         proc = run_cli(
             [
@@ -117,44 +108,10 @@ def test_unreachable_tracking_server_stops_before_any_model_call(store):
     assert not (store / "mlflow.db").exists() and not (store / "rec").exists()
 
 
-def _postgres_bin() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    return Path(found[-1]).parent if found else shutil.which("initdb") and Path(shutil.which("initdb")).parent
-
-
 @pytest.fixture
 def postgres():
-    """A throwaway PostgreSQL cluster on a free port, run by an unprivileged user (PostgreSQL
-    refuses to run as root); yields its ``postgresql://`` URI."""
-    bin_dir = _postgres_bin()
-    if bin_dir is None:
-        pytest.skip("PostgreSQL is not installed (apt-get install postgresql provides initdb and pg_ctl)")
-    pytest.importorskip("psycopg", reason="the postgres extra is not installed (pip install -e .[postgres])")
-    as_user = []
-    if os.geteuid() == 0:
-        if shutil.which("runuser") is None:
-            pytest.skip("running as root without runuser: cannot start PostgreSQL as an unprivileged user")
-        as_user = ["runuser", "-u", "nobody", "--"]
-    folder = Path(tempfile.mkdtemp(prefix="washexp-pg-"))  # not under pytest's root-only tmp
-    if as_user:
-        shutil.chown(folder, "nobody", "nogroup")
-    port = _free_port()
-    data, log = folder / "data", folder / "log"
-
-    def pg(*cmd: str) -> None:
-        subprocess.run([*as_user, str(bin_dir / cmd[0]), *cmd[1:]], check=True, capture_output=True, cwd=folder)
-
-    try:
-        pg("initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        opts = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1"
-        pg("pg_ctl", "-D", str(data), "-o", opts, "-l", str(log), "-w", "start")
-        pg("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "mlflow")
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/mlflow"
-    finally:
-        if data.exists():
-            stop_cmd = [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"]
-            subprocess.run(stop_cmd, capture_output=True)
-        shutil.rmtree(folder, ignore_errors=True)
+    with postgres_cluster() as uri:
+        yield uri
 
 
 def test_a_sweep_logs_to_washexp_server_on_postgresql(postgres, tmp_path):
@@ -202,7 +159,7 @@ def test_washexp_ui_serves_the_runs_and_its_server_dies_with_it(tmp_path):
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     exp_id = MlflowClient(uri).create_experiment("compaction", artifact_location=str(tmp_path / "mlruns"))
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "washexp.cli", "ui", "--tracking-uri", uri, "--port", str(port), "--no-browser"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -21,6 +21,7 @@ import pytest
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from tests.postgres import postgres_cluster
 from washexp.tracking import open_tracker
 from washexp.tracking.writer import HASH_TAG, OWNER_TAG, table_json
 
@@ -86,9 +87,26 @@ def _seen(client: MlflowClient, run_id: str) -> dict:
     }
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def database(request):
+    """The SQL stores MLflow's ORM writes: SQLite (the default) and PostgreSQL, one cluster for
+    the module (skipped, with the reason, where the machine has none)."""
+    if request.param == "sqlite":
+        yield None
+    else:
+        with postgres_cluster() as uri:
+            yield uri
+
+
+def _open(database: str | None, tmp_path: Path, artifacts: str | None = None):
+    """A tracker on ``database`` (None: a SQLite file in ``tmp_path``), in an experiment of its own."""
+    uri = database or f"sqlite:///{tmp_path / 'mlflow.db'}"
+    return open_tracker(True, uri, artifacts, f"t-{tmp_path.name}", tmp_path)
+
+
 @pytest.fixture
-def stored(tmp_path):
-    tracker = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "mlruns"), "t", tmp_path)
+def stored(tmp_path, database):
+    tracker = _open(database, tmp_path, str(tmp_path / "mlruns"))
     with tracker.open("S top2 · backup", "new", PARAMS, TAGS) as run:
         run.finish(METRICS, ARTIFACTS, MANIFEST, tables=TABLES, series=SERIES)
     tracker.close()  # the writer thread has stored it
@@ -120,9 +138,9 @@ def test_a_search_finds_both_runs_by_param_metric_and_tag(stored):
     assert {r.info.run_id for r in found} == {new, old}
 
 
-def test_the_runners_lookup_finds_the_same_in_sql_as_through_the_client(tmp_path):
+def test_the_runners_lookup_finds_the_same_in_sql_as_through_the_client(tmp_path, database):
     """A SQL store is looked up by MLflow's ORM, a tracking server by ``search_runs``: one answer."""
-    tracker = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "mlruns"), "t", tmp_path)
+    tracker = _open(database, tmp_path, str(tmp_path / "mlruns"))
     with tracker.open("parent", "p", PARAMS, TAGS) as parent:
         with tracker.open("done", "h", PARAMS, TAGS) as older:
             older.finish({"retention": 0.5}, {})
@@ -149,8 +167,8 @@ def test_tables_load_across_runs_as_mlflow_logged_them(stored):
     assert rows[new].equals(rows[old]) and rows[new]["field"].tolist() == ["a", "b"]
 
 
-def test_a_failed_run_keeps_its_error_and_manifest(tmp_path):
-    tracker = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", None, "t", tmp_path)
+def test_a_failed_run_keeps_its_error_and_manifest(tmp_path, database):
+    tracker = _open(database, tmp_path)
     with pytest.raises(ValueError), tracker.open("broken", "h", PARAMS, TAGS):
         raise ValueError("scripted failure")
     tracker.close()
@@ -170,12 +188,12 @@ def test_the_sqlite_store_commits_through_a_write_ahead_log(tmp_path):
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_a_write_that_fails_on_the_writer_thread_is_raised_at_the_next_tracking_call(tmp_path):
+def test_a_write_that_fails_on_the_writer_thread_is_raised_at_the_next_tracking_call(tmp_path, database):
     """Runs are written on the tracker's writer thread: its failure must reach the sweep, and the
     run must not read FINISHED (it stays RUNNING, so a later start redoes it)."""
     from urllib.parse import urlparse
 
-    tracker = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "mlruns"), "t", tmp_path)
+    tracker = _open(database, tmp_path, str(tmp_path / "mlruns"))
     run = tracker.open("S top2 · backup", "h", PARAMS, TAGS)
     artifacts = Path(urlparse(run.artifact_uri).path)
     artifacts.parent.mkdir(parents=True, exist_ok=True)
@@ -188,10 +206,10 @@ def test_a_write_that_fails_on_the_writer_thread_is_raised_at_the_next_tracking_
 
 
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
-def test_a_run_stopped_mid_block_ends_killed_with_its_reason(tmp_path, stop):
+def test_a_run_stopped_mid_block_ends_killed_with_its_reason(tmp_path, database, stop):
     """Ctrl-C (KeyboardInterrupt) or SIGTERM (SystemExit, washexp's handler) inside a run's block:
     the run is stopped, not broken, and never left RUNNING, even though the writer thread stores it."""
-    tracker = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", None, "t", tmp_path)
+    tracker = _open(database, tmp_path)
     with pytest.raises(stop), tracker.open("S top2 · backup", "h", PARAMS, TAGS):
         raise stop()
     tracker.close()
