@@ -15,8 +15,9 @@ one writer thread, so the next unit computes while the last one is stored. Runs 
 the order they closed (a few at most wait), and a run turns FINISHED only once all of it is
 stored. ``find`` waits for the writes if its own identity is among them (a sweep reuses what it
 just finished), ``close`` for all of them (the sweep's end, also on Ctrl-C or SIGTERM); a write
-that fails is raised on the calling thread at the next tracking call. A process killed outright loses the writes still
-queued: their runs stay RUNNING under a dead owner, and the next start marks them KILLED.
+that fails is raised on the calling thread at the next tracking call. A process killed outright
+loses the writes still queued: their runs stay RUNNING under a dead owner, and the next start
+marks them KILLED.
 
 Opening the store and creating the experiment are guarded by a file lock (parallel jobs racing
 to create one experiment, or to migrate a fresh SQLite schema, is a known MLflow failure).
