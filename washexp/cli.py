@@ -5,6 +5,8 @@
     washexp ui [--port 5000] [--experiment compaction] [--tracking-uri URI] [--no-browser]
     washexp server [--host 127.0.0.1] [--port 5000] [--backend-store-uri URI] [--artifacts-destination DIR]
 
+More commands parse their own arguments (``PASSTHROUGH``); ``--help`` lists them.
+
 Exit codes: 0 done; 1 a problem the user can fix (one line on stderr); 2 bad usage, found before any
 work: argparse's, an unknown ``--topic`` or an ``--out`` folder that cannot be written (one line).
 A low score is a result, never an exit code.
@@ -32,7 +34,13 @@ def _date(text: str) -> str:
 def _parser(root: Path) -> argparse.ArgumentParser:
     from washexp.tracking import default_uri
 
-    p = argparse.ArgumentParser(prog="washexp", description="washexp: records and the MLflow UI.")
+    more = "\n".join(f"  {name:9s} {text}" for name, text in PASSTHROUGH_HELP.items())
+    p = argparse.ArgumentParser(
+        prog="washexp",
+        description="washexp: records and the MLflow UI.",
+        epilog=f"more commands (each has its own --help):\n{more}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="command", required=True)
     store = argparse.ArgumentParser(add_help=False)
     store.add_argument(
@@ -158,6 +166,14 @@ PASSTHROUGH = {
     "wash": "washexp.wash.cli_wash:main",
 }
 """Commands that parse their own arguments (``score`` keeps score.mjs's flags and exit codes)."""
+PASSTHROUGH_HELP = {
+    "compare": "regressions between two sweeps or records: exit 1 when B is worse",
+    "score": "score a washed memory store against its fixture (CoalWash's score.mjs, its exit codes)",
+    "wash": "wash one memory store from the shell, behind its gates",
+    "caliper": "what a memory store costs a session, and whether a wash is due",
+    "gate": "the fidelity gate: did a wash drop a structured value the plan did not name?",
+    "feed": "write a growth feed's store after N sessions",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
