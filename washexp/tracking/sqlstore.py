@@ -115,11 +115,11 @@ class SqlRuns:
         rows, latest = [], {}
         for m in dict.fromkeys(metrics):  # a repeated metric is stored once, as MLflow does
             is_nan, value = self._store.sanitize_metric_value(m.value)
-            row = {"run_uuid": run_id, "key": m.key, "value": value, "timestamp": m.timestamp, "step": m.step}
-            rows.append(row | {"is_nan": is_nan})
+            row = dict(run_uuid=run_id, key=m.key, value=value, timestamp=m.timestamp, step=m.step, is_nan=is_nan)
+            rows.append(row)
             kept = latest.get(m.key)
             if kept is None or (m.step, m.timestamp, value) > (kept["step"], kept["timestamp"], kept["value"]):
-                latest[m.key] = rows[-1]
+                latest[m.key] = row
         tagged = {t.key: t.value for t in tags}
         with self._store.ManagedSessionMaker(read_only=False) as session:
             if params:
