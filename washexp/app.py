@@ -23,6 +23,7 @@ import os
 import re
 import signal
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,16 +84,30 @@ def _job_info(root: Path):
 
 def _run_job(cfg, sweep: Sweep) -> None:
     from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
 
     from washexp.benchmarks import JOBS
 
     if sweep.endpoint_down:
         return  # the sweep's endpoint failed in an earlier job: every job would wait and fail alike
-    try:
+    with _settled(sweep):
         config = OmegaConf.to_object(cfg)
         _check_tracking_server(config.tracking, sweep)
         JOBS.get(config.benchmark.name)(config, _job_info(sweep.root), sweep)
+
+
+def _drain(sweep: Sweep) -> None:
+    """Run the arms the jobs left running to their end: their failures count as the jobs' own."""
+    with _settled(sweep):
+        sweep.drain()
+
+
+@contextmanager
+def _settled(sweep: Sweep):
+    """A job's failure becomes the sweep's error line and exit code (anything else is a bug)."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        yield
     except ModelError as err:
         sweep.endpoint_down = str(err)
         sweep.fail(str(err), 1)
@@ -158,12 +173,14 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     def job(cfg) -> None:
         here = sweep.here()  # in a parallel launcher's worker, that worker's own sweep
         _run_job(cfg, here)
-        if here is not sweep:
+        if here is not sweep:  # a worker ends its arm before it reports
+            _drain(here)
             here.report()
 
     previous = signal.signal(signal.SIGTERM, sigterm_as_exit)
     try:
         job()
+        _drain(sweep)
     except (HydraException, OmegaConfBaseException) as err:
         print(f"washexp: bad config: {one_line(err)}", file=sys.stderr)
         return 2

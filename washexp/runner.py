@@ -10,16 +10,21 @@ children (conditions, stores), each with the identity that determines its result
   hung under the new parent (never computed twice); the others are computed.
 - Every run is a context manager: an exception ends it FAILED, Ctrl-C or SIGTERM KILLED.
 - A failed child is recorded (FAILED run, ``None`` result) and the group goes on; an exception in
-  ``fatal`` (an endpoint that is gone) stops the group: no later child starts.
+  ``fatal`` (an endpoint that is gone) stops every open group: no later child starts.
 
-Children compute ``concurrency`` at a time in threads; every tracking call stays on the
-calling thread (the tracker then stores closed runs on its own writer thread, in order).
+Children compute ``concurrency`` at a time in threads, on a :class:`Schedule`. :func:`run_group`
+runs one group to its end. A sweep hands its groups to one schedule with :func:`start_group`,
+which returns as soon as every child of the group has *started*: the next Hydra job then
+composes, plans and starts its first children while this group's last ones still compute, so a
+served model is not left idle at every arm's tail (at most two groups are open at once, the one
+ending and the one starting). Every tracking call stays on the thread that drives the schedule
+(the tracker then stores closed runs on its own writer thread, in order).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -77,84 +82,197 @@ def _recover(tracker, work: Work):
     return found.finished
 
 
-def run_group(
+@dataclass(eq=False)
+class _Group:
+    """A group on a schedule: its open parent run, the children not yet started, what is known."""
+
+    tracker: Any
+    parent: Work
+    run: Any
+    queue: list[Work]
+    compute: Callable[[Work], Result]
+    summarize: Callable[[dict[str, dict[str, float] | None]], Result]
+    fatal: tuple[type[BaseException], ...]
+    on_done: Callable[[Work, str, dict[str, int]], None] | None
+    lane: Hashable
+    slots: int
+    thens: list[Callable[[GroupOutcome], None]]
+    results: dict[str, dict[str, float] | None] = field(default_factory=dict)
+    outcome: GroupOutcome = field(default_factory=lambda: GroupOutcome({}))
+    running: int = 0
+
+
+class Schedule:
+    """The groups of one sweep and their children's threads (see the module doc). A *lane* (one
+    endpoint) runs at most its groups' ``concurrency`` children at once."""
+
+    def __init__(self) -> None:
+        self._groups: list[_Group] = []
+        self._open: dict[Future, tuple[_Group, Work, Any]] = {}
+        self._pools: dict[Hashable, ThreadPoolExecutor] = {}
+        self._running: dict[Hashable, int] = {}
+
+    def open_group(self, identity_hash: str) -> _Group | None:
+        return next((g for g in self._groups if g.parent.hash == identity_hash), None)
+
+    def open_groups(self) -> int:
+        return len(self._groups)
+
+    def add(self, group: _Group) -> None:
+        self._groups.append(group)
+
+    def run(self, until: Callable[[], bool]) -> None:
+        """Start children and take in their results until ``until()`` holds (or nothing is left
+        to wait for). Any exception ends every open run of every group (FAILED, or KILLED for
+        Ctrl-C and SIGTERM), then propagates."""
+        try:
+            while True:
+                for future in [f for f in self._open if f.done()]:  # what ended while the caller was away
+                    self._take(future)
+                self._start_children()
+                self._end_groups()
+                if until() or not self._open:
+                    return
+                done, _ = wait(self._open, return_when=FIRST_COMPLETED)
+                for future in done:
+                    self._take(future)
+        except BaseException as err:
+            self._abort(err)
+            raise
+
+    def drain(self) -> None:
+        """Run every open group to its end."""
+        self.run(lambda: not self._groups)
+
+    def close(self) -> None:
+        """End what is still open as KILLED (the command stopped before its groups ended)."""
+        self._abort(KeyboardInterrupt("the command stopped before this run ended"))
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)
+        self._pools.clear()
+
+    def _start_children(self) -> None:
+        for group in self._groups:  # oldest first: a group ends before the next one's children start
+            while group.queue and self._running.get(group.lane, 0) < group.slots:
+                child = group.queue.pop(0)
+                run = group.tracker.open(child.name, child.hash, child.params, child.tags, parent_id=group.run.run_id)
+                pool = self._pools.get(group.lane)
+                if pool is None:
+                    pool = self._pools[group.lane] = ThreadPoolExecutor(group.slots, thread_name_prefix="washexp-unit")
+                try:
+                    future = pool.submit(group.compute, child)
+                except BaseException as err:  # stopped between opening the run and handing it over
+                    run.fail(err, status="FAILED" if isinstance(err, Exception) else "KILLED")
+                    raise
+                self._open[future] = (group, child, run)
+                self._running[group.lane] = self._running.get(group.lane, 0) + 1
+                group.running += 1
+
+    def _take(self, future: Future) -> None:
+        group, child, run = self._open.pop(future)
+        group.running -= 1
+        self._running[group.lane] -= 1
+        counts = group.outcome.counts
+        error = future.exception()
+        if error is None:
+            result = future.result()
+            run.finish(result.metrics, result.artifacts, result.manifest, tables=result.tables, series=result.series)
+            group.results[child.key] = result.metrics
+            counts["run"] += 1
+            state = "done"
+        else:
+            run.fail(error)
+            if isinstance(error, group.fatal):
+                raise error
+            log.error("%s: FAILED: %s", child.name, error)
+            group.results[child.key] = None
+            counts["failed"] += 1
+            state = "FAILED"
+        if group.on_done:
+            group.on_done(child, state, counts)
+
+    def _end_groups(self) -> None:
+        for group in [g for g in self._groups if not g.queue and not g.running]:
+            self._groups.remove(group)
+            try:
+                summary = group.summarize(group.results)
+            except BaseException as err:
+                group.run.fail(err, status="FAILED" if isinstance(err, Exception) else "KILLED")
+                raise
+            group.run.finish(summary.metrics, summary.artifacts, summary.manifest, tables=summary.tables)
+            group.outcome.metrics = summary.metrics
+            group.thens[0](group.outcome)
+            for then in group.thens[1:]:  # the same group asked for again while it ran
+                then(GroupOutcome(summary.metrics, reused=True))
+
+    def _abort(self, err: BaseException) -> None:
+        status = "FAILED" if isinstance(err, Exception) else "KILLED"
+        runs = [run for _, _, run in self._open.values()] + [g.run for g in self._groups]
+        self._open.clear()
+        self._groups.clear()
+        self._running.clear()
+        for run in runs:
+            if not run.closed:
+                run.fail(err, status=status)
+
+
+def start_group(
+    schedule: Schedule,
     tracker,
     parent: Work,
     children: list[Work],
     compute: Callable[[Work], Result],
     summarize: Callable[[dict[str, dict[str, float] | None]], Result],
+    then: Callable[[GroupOutcome], None],
     *,
     rerun: bool = False,
     concurrency: int = 1,
+    lane: Hashable = None,
     fatal: tuple[type[BaseException], ...] = (),
     on_done: Callable[[Work, str, dict[str, int]], None] | None = None,
-) -> GroupOutcome:
-    """Run ``parent`` and its ``children`` (see the module doc). ``summarize`` gets each child's
-    metrics by ``Work.key`` (None for a failed child)."""
+) -> None:
+    """Hand ``parent`` and its ``children`` to ``schedule`` (see the module doc) and return once
+    every child has started. ``then(outcome)`` is called when the group ends, on the thread that
+    drives the schedule; ``summarize`` gets each child's metrics by ``Work.key`` (None for a
+    failed child)."""
+    same = schedule.open_group(parent.hash)
+    if same is not None:  # asked for again while it runs (Full under a top-N sweep): its outcome, once
+        same.thens.append(then)
+        return
+    schedule.run(lambda: schedule.open_groups() <= 1)  # one group ahead at most
     finished = None if rerun else _recover(tracker, parent)
     if finished is not None:
-        return GroupOutcome(finished.metrics, reused=True)
+        then(GroupOutcome(finished.metrics, reused=True))
+        return
     if rerun:
         _recover(tracker, parent)
-    outcome = GroupOutcome({})
-    results: dict[str, dict[str, float] | None] = {}
-    with tracker.open(parent.name, parent.hash, parent.params, parent.tags) as group_run:
-        todo = []
+    group_run = tracker.open(parent.name, parent.hash, parent.params, parent.tags)
+    group = _Group(
+        tracker, parent, group_run, [], compute, summarize, fatal, on_done, lane, max(1, concurrency), [then]
+    )
+    try:
         for child in children:
             found = _recover(tracker, child)
             if found is not None and not rerun:
                 if found.parent_id != group_run.run_id:
                     tracker.adopt(found.run_id, group_run.run_id)
-                results[child.key] = found.metrics
-                outcome.counts["reused"] += 1
+                group.results[child.key] = found.metrics
+                group.outcome.counts["reused"] += 1
             else:
-                todo.append(child)
-        _compute_all(tracker, group_run.run_id, todo, compute, results, outcome, concurrency, fatal, on_done)
-        summary = summarize(results)
-        group_run.finish(summary.metrics, summary.artifacts, summary.manifest, tables=summary.tables)
-    outcome.metrics = summary.metrics
-    return outcome
-
-
-def _compute_all(tracker, parent_id, todo, compute, results, outcome, concurrency, fatal, on_done) -> None:
-    open_runs: dict[Future, tuple[Work, Any]] = {}
-    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="washexp-unit")
-    queue = list(todo)
-    try:
-        while queue or open_runs:
-            while queue and len(open_runs) < max(1, concurrency):
-                child = queue.pop(0)
-                run = tracker.open(child.name, child.hash, child.params, child.tags, parent_id=parent_id)
-                try:
-                    open_runs[pool.submit(compute, child)] = (child, run)
-                except BaseException as err:  # stopped between opening the run and handing it over
-                    run.fail(err, status="FAILED" if isinstance(err, Exception) else "KILLED")
-                    raise
-            done, _ = wait(open_runs, return_when=FIRST_COMPLETED)
-            for future in done:
-                child, run = open_runs.pop(future)
-                error = future.exception()
-                if error is None:
-                    result = future.result()
-                    run.finish(
-                        result.metrics, result.artifacts, result.manifest, tables=result.tables, series=result.series
-                    )
-                    results[child.key] = result.metrics
-                    outcome.counts["run"] += 1
-                    state = "done"
-                else:
-                    run.fail(error)
-                    if isinstance(error, fatal):
-                        raise error
-                    log.error("%s: FAILED: %s", child.name, error)
-                    results[child.key] = None
-                    outcome.counts["failed"] += 1
-                    state = "FAILED"
-                if on_done:
-                    on_done(child, state, outcome.counts)
+                group.queue.append(child)
     except BaseException as err:
-        for _child, run in open_runs.values():  # stopped mid-compute: never left RUNNING
-            run.fail(err, status="FAILED" if isinstance(err, Exception) else "KILLED")
+        group_run.fail(err, status="FAILED" if isinstance(err, Exception) else "KILLED")
         raise
+    schedule.add(group)
+    schedule.run(lambda: not group.queue)
+
+
+def run_group(tracker, parent: Work, children: list[Work], compute, summarize, **options) -> GroupOutcome:
+    """:func:`start_group` on a schedule of its own, run to the group's end."""
+    schedule, outcomes = Schedule(), []
+    try:
+        start_group(schedule, tracker, parent, children, compute, summarize, outcomes.append, **options)
+        schedule.drain()
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        schedule.close()
+    return outcomes[0]

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from washexp.runner import Schedule
+
 
 def sigterm_as_exit(*_):
     raise SystemExit(143)  # unwinds like Ctrl-C: open runs end KILLED, servers stop
@@ -41,6 +43,9 @@ class Sweep:
     """...unless the model endpoint is unusable: then the remaining jobs are skipped."""
     outbox: Path | None = None
     """Where worker processes report; made when the sweep is first shipped to one."""
+    schedule: Schedule = field(default_factory=Schedule)
+    """The groups (arms) jobs handed over and left running (``runner.start_group``): the next job
+    starts while one ends; :meth:`drain` runs them to their end once the jobs are over."""
     _shared: dict[Any, Any] = field(default_factory=dict)
     _home: int = field(default_factory=os.getpid)
     """The process this sweep belongs to; a copy unpickled elsewhere has none (0)."""
@@ -55,9 +60,15 @@ class Sweep:
         self.errors.append(line)
         self.exit_code = max(self.exit_code, code)
 
+    def drain(self) -> None:
+        """Run what the jobs left running to its end."""
+        self.schedule.drain()
+
     def close(self) -> None:
-        """Close what the jobs shared (servers, pools, the tracker's writes), each even if one
-        before it fails (that failure is raised after); a second call does nothing."""
+        """End runs still open (KILLED: the command stopped), then close what the jobs shared
+        (servers, pools, the tracker's writes), each even if one before it fails (that failure is
+        raised after); a second call does nothing."""
+        self.schedule.close()
         shared, self._shared = self._shared, {}
         failed: list[Exception] = []
         for value in shared.values():

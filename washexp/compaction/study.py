@@ -30,7 +30,7 @@ from washexp.config import identity
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_json, tree_digest
 from washexp.provenance import code_digest, git_commit, package_source, public_config
-from washexp.runner import Result, Work, run_group
+from washexp.runner import GroupOutcome, Result, Work, start_group
 
 log = logging.getLogger("washexp")
 
@@ -140,8 +140,10 @@ def method_for(config, roles: Roles) -> Method:
     return build(config.name, config.target, config.args)
 
 
-def run_job(cfg, job, sweep) -> dict[str, float]:
-    """Run one arm; the tracker opens only once the config and fixtures are valid."""
+def run_job(cfg, job, sweep) -> None:
+    """Start one arm on the sweep's schedule (it may still run when this returns: the next arm
+    starts beside its last conditions); the tracker opens only once the config and fixtures are
+    valid."""
     from washexp.tracking import open_tracker
 
     plan = plan_arm(cfg, job, sweep)
@@ -183,32 +185,36 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
             flush=True,
         )
 
-    outcome = run_group(
+    def report(outcome: GroupOutcome) -> None:
+        if outcome.reused:
+            log.info("%s: finished already; rerun=true runs it again", plan.arm.label)
+            return
+        m, n = outcome.metrics, outcome.counts
+        log.info(
+            "%s: %d conditions (%d run, %d reused, %d failed) · retention primary %s · control %s",
+            plan.arm.label,
+            len(plan.tasks),
+            n["run"],
+            n["reused"],
+            n["failed"],
+            _fmt(m.get("primary/retention")),
+            _fmt(m.get("control/retention")),
+        )
+
+    start_group(
+        sweep.schedule,
         tracker,
         plan.parent,
         plan.children,
         compute,
         summarize,
+        report,
         rerun=cfg.rerun,
         concurrency=plan.cache.roles.concurrency,
+        lane=id(plan.cache.roles),
         fatal=(ModelError,),
         on_done=progress,
     )
-    if outcome.reused:
-        log.info("%s: finished already; rerun=true runs it again", plan.arm.label)
-        return outcome.metrics
-    m, n = outcome.metrics, outcome.counts
-    log.info(
-        "%s: %d conditions (%d run, %d reused, %d failed) · retention primary %s · control %s",
-        plan.arm.label,
-        len(plan.tasks),
-        n["run"],
-        n["reused"],
-        n["failed"],
-        _fmt(m.get("primary/retention")),
-        _fmt(m.get("control/retention")),
-    )
-    return m
 
 
 def _fmt(value: Any) -> str:

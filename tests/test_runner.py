@@ -1,0 +1,159 @@
+"""The schedule groups (arms) share: the next group starts beside the last children of the one
+before, a lane never runs more than its concurrency, one group asked for twice is computed once,
+and a fatal error or a stop ends every open run of every group. A real SQLite store."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from washexp.runner import Result, Schedule, Work, run_group, start_group
+from washexp.tracking import open_tracker
+
+WAIT = 20  # seconds a blocked child waits at most: a failing test ends, it never hangs
+
+
+class Gone(Exception):
+    """A fatal error (an endpoint that is gone)."""
+
+
+@pytest.fixture
+def tracker(tmp_path):
+    t = open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", str(tmp_path / "mlruns"), "runner", tmp_path)
+    yield t
+    t.close()
+
+
+def _statuses(tracker) -> dict[str, str]:
+    tracker.close()  # the writer thread has stored every run
+    client = MlflowClient(tracker.uri)
+    return {r.info.run_name: r.info.status for r in client.search_runs([tracker.experiment_id], max_results=500)}
+
+
+def _group(name: str, tasks: int) -> tuple[Work, list[Work]]:
+    parent = Work(f"{name} · arm", {"arm": name})
+    return parent, [Work(f"{name} · t{i}", {"arm": name, "task": i}, key=f"t{i}") for i in range(tasks)]
+
+
+def _summarize(results) -> Result:
+    return Result({"done": float(sum(m is not None for m in results.values()))})
+
+
+def test_the_next_group_starts_beside_the_last_children_of_the_one_before(tracker):
+    schedule, ended = Schedule(), []
+    release, b_started = threading.Event(), threading.Event()
+
+    def compute_a(work: Work) -> Result:
+        if work.key == "t1":  # the arm's last condition, still computing when the next arm starts
+            assert release.wait(WAIT)
+        return Result({"x": 1.0})
+
+    def compute_b(work: Work) -> Result:
+        b_started.set()
+        return Result({"x": 2.0})
+
+    start_group(schedule, tracker, *_group("A", 2), compute_a, _summarize, ended.append, concurrency=2, lane="e")
+    assert not release.is_set() and ended == []  # returned while A's last child computes
+    start_group(schedule, tracker, *_group("B", 1), compute_b, _summarize, ended.append, concurrency=2, lane="e")
+    assert b_started.wait(WAIT) and ended == []  # B's child ran while A's was still computing
+    release.set()
+    schedule.drain()
+    assert sorted(o.metrics["done"] for o in ended) == [1.0, 2.0]  # each group ended once
+    assert set(_statuses(tracker).values()) == {"FINISHED"}
+
+
+def test_a_lane_runs_at_most_its_concurrency_and_a_run_opens_as_its_child_starts(tracker):
+    schedule, ended, lock = Schedule(), [], threading.Lock()
+    now, peak, began = [0], [0], {}
+
+    def compute(work: Work) -> Result:
+        with lock:
+            began[work.name] = time.time() * 1000
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+        time.sleep(0.3)
+        with lock:
+            now[0] -= 1
+        return Result({})
+
+    for name in "AB":
+        start_group(schedule, tracker, *_group(name, 4), compute, _summarize, ended.append, concurrency=3, lane="e")
+    schedule.drain()
+    assert peak[0] == 3 and len(ended) == 2
+    tracker.close()
+    client = MlflowClient(tracker.uri)
+    runs = client.search_runs([tracker.experiment_id], max_results=500)
+    opened = {r.info.run_name: r.info.start_time for r in runs if r.info.run_name in began}
+    assert len(opened) == 8  # no run opened long before its child computed: its duration is its own
+    assert max(began[name] - start for name, start in opened.items()) < 150, (began, opened)
+
+
+def test_one_group_asked_for_twice_is_computed_once(tracker):
+    schedule, ended, calls = Schedule(), [], Counter()
+    release = threading.Event()
+
+    def compute(work: Work) -> Result:
+        calls[work.key] += 1
+        assert release.wait(WAIT)
+        return Result({})
+
+    for _ in range(2):  # the second time while the first still runs (Full under a top-N sweep)
+        start_group(schedule, tracker, *_group("Full", 2), compute, _summarize, ended.append, concurrency=2)
+    release.set()
+    schedule.drain()
+    assert calls == {"t0": 1, "t1": 1}
+    assert [(o.reused, o.metrics) for o in ended] == [(False, {"done": 2.0}), (True, {"done": 2.0})]
+
+
+def test_a_fatal_error_ends_every_open_run_of_every_group(tracker):
+    schedule, release = Schedule(), threading.Event()
+
+    def compute_a(work: Work) -> Result:
+        if work.key == "t0":
+            assert release.wait(WAIT)
+            raise Gone("the endpoint is gone")
+        return Result({})
+
+    def compute_b(work: Work) -> Result:
+        assert release.wait(WAIT)
+        time.sleep(0.2)  # still computing when A's error is taken in
+        return Result({})
+
+    start_group(schedule, tracker, *_group("A", 2), compute_a, _summarize, print, concurrency=4, fatal=(Gone,))
+    start_group(schedule, tracker, *_group("B", 2), compute_b, _summarize, print, concurrency=4, fatal=(Gone,))
+    release.set()
+    with pytest.raises(Gone):
+        schedule.drain()
+    statuses = _statuses(tracker)
+    assert statuses == {
+        "A · arm": "FAILED",
+        "A · t0": "FAILED",
+        "A · t1": "FINISHED",
+        "B · arm": "FAILED",
+        "B · t0": "FAILED",
+        "B · t1": "FAILED",
+    }
+
+
+def test_a_stopped_command_ends_its_open_runs_killed(tracker):
+    schedule, release = Schedule(), threading.Event()
+
+    def compute(work: Work) -> Result:
+        release.wait(WAIT)
+        return Result({})
+
+    start_group(schedule, tracker, *_group("A", 2), compute, _summarize, print, concurrency=2)
+    schedule.close()  # as Sweep.close does when Ctrl-C lands while Hydra composes the next job
+    release.set()
+    assert _statuses(tracker) == {"A · arm": "KILLED", "A · t0": "KILLED", "A · t1": "KILLED"}
+
+
+def test_run_group_runs_one_group_to_its_end(tracker):
+    outcome = run_group(tracker, *_group("W", 3), lambda w: Result({"x": 1.0}), _summarize, concurrency=2)
+    assert (outcome.metrics, outcome.counts) == ({"done": 3.0}, {"run": 3, "reused": 0, "failed": 0})
+    again = run_group(tracker, *_group("W", 3), lambda w: Result({"x": 1.0}), _summarize)
+    assert again.reused and again.metrics == {"done": 3.0}
