@@ -1,10 +1,13 @@
 #!/usr/bin/env python
 """Run washexp benchmarks: ``python run.py -m method=S,H topn=0..5`` (see README.md)."""
 
+import gc
 import sys
 from pathlib import Path
 
 from washexp.app import main
 
 if __name__ == "__main__":
-    sys.exit(main(root=Path(__file__).resolve().parent))  # this file's folder is the project
+    code = main(root=Path(__file__).resolve().parent)  # this file's folder is the project
+    gc.freeze()  # every run is closed: spare the exit a last collection over the whole heap (0.2 s)
+    sys.exit(code)

@@ -155,6 +155,9 @@ def openai_backend(model, endpoint, root: Path) -> Roles:
         hermes_checkpoint=hermes_checkpoint if h_hermes.version() else None,
         meter=meter_for(model, endpoint, rec),
         calls=lambda: f"{rec.calls} calls, {rec.hits} replayed",
-        pool=ThreadPoolExecutor(max(1, endpoint.max_concurrency), thread_name_prefix="washexp-call"),
+        # Twice the endpoint's slots: a slot whose thread is turning a reply around (parsing it,
+        # recording it) goes at once to a call already waiting; the client still sends at most
+        # max_concurrency at a time.
+        pool=ThreadPoolExecutor(2 * max(1, endpoint.max_concurrency), thread_name_prefix="washexp-call"),
         stop=rec.close,
     )
