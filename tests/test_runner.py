@@ -1,6 +1,7 @@
 """The schedule groups (arms) share: the next group starts beside the last children of the one
 before, a lane never runs more than its concurrency, one group asked for twice is computed once,
-and a fatal error or a stop ends every open run of every group. A real SQLite store."""
+and a fatal error or a stop ends every open run of every group. A real SQLite store; the last
+test runs the real command against the scripted server."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from collections import Counter
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import run_cli
+from tests.openai_server import Script, serve
 from washexp.runner import Result, Schedule, Work, run_group, start_group
 from washexp.tracking import open_tracker
 
@@ -157,3 +160,28 @@ def test_run_group_runs_one_group_to_its_end(tracker):
     assert (outcome.metrics, outcome.counts) == ({"done": 3.0}, {"run": 3, "reused": 0, "failed": 0})
     again = run_group(tracker, *_group("W", 3), lambda w: Result({"x": 1.0}), _summarize)
     assert again.reused and again.metrics == {"done": 3.0}
+
+
+def test_a_served_sweep_starts_each_arm_beside_the_last_conditions_of_the_ones_before(tmp_path):
+    """The real command against the scripted server (1 s a request): every arm's first
+    condition starts while an earlier arm still computes (the endpoint is never idle at a seam),
+    and never more than two arms are open."""
+    script = Script(latency=1.0)
+    with serve(script) as url:
+        run_cli(
+            ["-m", "method=S", "topn=0..2", "model=openai", f"endpoint.base_url={url}", "model.name=qwen3.8-max"]
+            + [f"endpoint.recordings={tmp_path / 'rec'}", "task=[backup,payment]"],
+            tmp_path,
+            env={"CI": "1"},
+        )
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("compaction").experiment_id], max_results=100)
+    arms = sorted((r for r in runs if r.data.tags["washexp.kind"] == "arm"), key=lambda r: r.info.start_time)
+    assert [a.info.run_name for a in arms] == ["S top0 · arm", "S top1 · arm", "S top2 · arm"]
+    children = {
+        a.info.run_id: [r for r in runs if r.data.tags.get("mlflow.parentRunId") == a.info.run_id] for a in arms
+    }
+    for k, arm in enumerate(arms[1:], 1):
+        first = min(c.info.start_time for c in children[arm.info.run_id])
+        assert first < max(c.info.end_time for a in arms[:k] for c in children[a.info.run_id]), arm.info.run_name
+    assert arms[2].info.start_time >= min(a.info.end_time for a in arms[:2])  # it waited for one to end

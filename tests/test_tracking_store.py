@@ -216,3 +216,19 @@ def test_a_run_stopped_mid_block_ends_killed_with_its_reason(tmp_path, database,
     run = tracker.client.search_runs([tracker.experiment_id])[0]
     assert run.info.status == "KILLED"
     assert run.data.tags["washexp.error"].startswith(stop.__name__)
+
+
+def test_a_run_ends_when_it_was_closed_not_when_the_writer_thread_got_to_it(tmp_path, database):
+    """The writer thread may lag behind (a sweep's runs queue up): a run's end time and its
+    metrics' timestamps are when it was closed, so the UI's durations and overlaps are true."""
+    tracker = _open(database, tmp_path)
+    tracker._writer.submit("busy", lambda: time.sleep(1.0))  # the writer thread is busy for a second
+    with tracker.open("S top2 · backup", "h", PARAMS, TAGS) as run:
+        closed = int(time.time() * 1000)
+        run.finish(METRICS, ARTIFACTS)
+    tracker.close()
+    stored = tracker.client.get_run(run.run_id)
+    assert stored.info.status == "FINISHED"
+    assert 0 <= stored.info.end_time - closed < 500
+    history = tracker.client.get_metric_history(run.run_id, "retention")
+    assert [m.timestamp - closed < 500 for m in history] == [True]

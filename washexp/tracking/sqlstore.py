@@ -106,9 +106,9 @@ class SqlRuns:
         return run_id, artifact_uri
 
     def complete(
-        self, run_id: str, params: list[Param], metrics: list[Metric], tags: list[RunTag], status: str
+        self, run_id: str, params: list[Param], metrics: list[Metric], tags: list[RunTag], status: str, end_time: int
     ) -> None:
-        """Everything a finished run holds and its end, in one transaction: a run written from
+        """Everything a finished run holds and its end (ms), in one transaction: a run written from
         nothing, so every param and metric row is new (a tag set at creation is overwritten, as a
         batch would)."""
         metrics, params, tags = _validate_batch_log_data(metrics, params, tags)
@@ -136,7 +136,7 @@ class SqlRuns:
                 )
             if tagged:
                 session.execute(insert(SqlTag), [{"run_uuid": run_id, "key": k, "value": v} for k, v in tagged.items()])
-            session.execute(update(SqlRun).where(SqlRun.run_uuid == run_id).values(status=status, end_time=_now()))
+            session.execute(update(SqlRun).where(SqlRun.run_uuid == run_id).values(status=status, end_time=end_time))
 
 
 def _now() -> int:

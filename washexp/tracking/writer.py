@@ -306,24 +306,24 @@ class Tracker:
         """Hang a reused finished run under a new parent (an arm redone after a kill)."""
         self.client.set_tag(run_id, PARENT_TAG, parent_id)
 
-    def _log(self, run: Run, metrics, tags, status: str) -> None:
+    def _log(self, run: Run, metrics, tags, status: str, ended: int) -> None:
         """Params, metrics (and step series), tags and the status: one transaction in a SQL
-        store, batches of at most 100 and the status through a tracking server's API."""
+        store, batches of at most 100 and the status through a tracking server's API. ``ended``:
+        when the run was closed (ms), not when the writer thread got to it."""
         from mlflow.entities import Metric, Param, RunTag
 
-        now = int(time.time() * 1000)
         ps = [Param(k, _param_value(v)) for k, v in run.params.items()]
-        ms = [Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None]
-        ms += [Metric(k, float(v), now, i) for k, vs in run.series.items() for i, v in enumerate(vs, 1)]
+        ms = [Metric(k, float(v), ended, 0) for k, v in metrics.items() if v is not None]
+        ms += [Metric(k, float(v), ended, i) for k, vs in run.series.items() for i, v in enumerate(vs, 1)]
         ts = [RunTag(k, str(v)) for k, v in tags.items()]
         if self._sql:
-            self._sql.complete(run.run_id, ps, ms, ts, status)
+            self._sql.complete(run.run_id, ps, ms, ts, status, ended)
             return
         for i in range(0, max(len(ps), len(ms), len(ts)), _BATCH):
             self.client.log_batch(
                 run.run_id, metrics=ms[i : i + _BATCH], params=ps[i : i + _BATCH], tags=ts[i : i + _BATCH]
             )
-        self.client.set_terminated(run.run_id, status)
+        self.client.set_terminated(run.run_id, status, end_time=ended)
 
     def _store_files(self, run: Run, files: dict[str, bytes]) -> None:
         """The run's artifacts, in one upload to the store its creation's URI names (a local
@@ -340,14 +340,15 @@ class Tracker:
             repo.log_artifacts(tmp)
 
     def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
-        args = (run, dict(metrics), dict(artifacts), dict(manifest_extra), dict(tags), dict(tables), status)
+        ended = int(time.time() * 1000)
+        args = (run, dict(metrics), dict(artifacts), dict(manifest_extra), dict(tags), dict(tables), status, ended)
         held: list = []
         with _holding(held):  # a Ctrl-C while the write is handed over waits: the run is closed once
             self._writer.submit(run.identity, lambda: self._write(*args))
             run.closed = True
         _deliver(held)
 
-    def _write(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
+    def _write(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status, ended: int) -> None:
         """One artifact-folder write (files, tables and the manifest), then the rows and the
         status. A table is the file ``log_table`` would write, plus the tag it would set (the UI's
         table view reads it): without its per-table list/get/set-tag round trips."""
@@ -363,7 +364,7 @@ class Tracker:
             mirrored[f"washexp.sha256.{name}"] = tree_digest(digests)
         if tables:
             mirrored[LOGGED_ARTIFACTS_TAG] = json.dumps([{"path": rel, "type": "table"} for rel in sorted(tables)])
-        self._log(run, metrics, {**tags, **mirrored}, status)
+        self._log(run, metrics, {**tags, **mirrored}, status, ended)
 
 
 class NullTracker:
