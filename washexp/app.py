@@ -10,9 +10,12 @@
   a job that could not finish (an unusable endpoint) in one line and exit 1.
 
 Each Hydra job is one arm (or measurement) of one benchmark; the family's job function does the
-rest. A :class:`~washexp.sweep.Sweep` lives as long as the command: what jobs share (roles, frozen
-summaries, the endpoint's fate, errors) is kept on it, not in module globals; under a parallel
-launcher each worker process has its own, and reports back to this one.
+rest. A compaction job returns once its arm's last conditions have started (the next job starts
+beside them: ``runner.Schedule``); what is still running when Hydra is done is drained here, its
+failures counted as the jobs' own. A :class:`~washexp.sweep.Sweep` lives as long as the command:
+what jobs share (roles, frozen summaries, the endpoint's fate, errors) is kept on it, not in
+module globals; under a parallel launcher each worker process has its own, and reports back to
+this one.
 """
 
 from __future__ import annotations
