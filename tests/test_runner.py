@@ -15,6 +15,7 @@ from mlflow.tracking import MlflowClient
 from tests.conftest import run_cli
 from tests.openai_server import Script, serve
 from washexp.runner import Result, Schedule, Work, run_group, start_group
+from washexp.sweep import raise_if_stopped, sigterm_as_exit, watch_stops
 from washexp.tracking import open_tracker
 
 WAIT = 20  # seconds a blocked child waits at most: a failing test ends, it never hangs
@@ -152,6 +153,31 @@ def test_a_stopped_command_ends_its_open_runs_killed(tracker):
     start_group(schedule, tracker, *_group("A", 2), compute, _summarize, print, concurrency=2)
     schedule.close()  # as Sweep.close does when Ctrl-C lands while Hydra composes the next job
     release.set()
+    assert _statuses(tracker) == {"A · arm": "KILLED", "A · t0": "KILLED", "A · t1": "KILLED"}
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Python's "Exception ignored"
+def test_a_stop_python_dropped_inside_a_finalizer_still_stops_the_schedule(tracker):
+    """A signal handler can run inside a finalizer, where Python drops what it raises: the
+    SIGTERM is kept and raised at the schedule's next turn, so the open runs end KILLED and the
+    command does not go on to end 0."""
+
+    class Finalized:
+        def __del__(self):
+            sigterm_as_exit()  # as if SIGTERM arrived while this finalizer ran
+
+    watch_stops()
+    schedule, release = Schedule(check=raise_if_stopped), threading.Event()
+    try:
+        compute = lambda w: release.wait(WAIT) and Result({})  # noqa: E731
+        start_group(schedule, tracker, *_group("A", 2), compute, _summarize, print, concurrency=2)
+        Finalized()  # dropped at once: its SystemExit(143) is printed as ignored, not raised here
+        release.set()
+        with pytest.raises(SystemExit) as stopped:
+            schedule.drain()
+    finally:
+        watch_stops()
+    assert stopped.value.code == 143
     assert _statuses(tracker) == {"A · arm": "KILLED", "A · t0": "KILLED", "A · t1": "KILLED"}
 
 

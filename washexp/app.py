@@ -32,7 +32,7 @@ from pathlib import Path
 
 from washexp.config import SHORT_KEYS, SHORT_PREFIXES, register
 from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
-from washexp.sweep import Sweep, sigterm_as_exit
+from washexp.sweep import Sweep, raise_if_stopped, sigint_as_interrupt, sigterm_as_exit, watch_stops
 
 _RANGE = re.compile(r"^([\w.]+)=(-?\d+)\.\.(-?\d+)$")
 log = logging.getLogger("washexp")
@@ -90,6 +90,7 @@ def _run_job(cfg, sweep: Sweep) -> None:
 
     from washexp.benchmarks import JOBS
 
+    raise_if_stopped()
     if sweep.endpoint_down:
         return  # the sweep's endpoint failed in an earlier job: every job would wait and fail alike
     with _settled(sweep):
@@ -180,7 +181,10 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
             _drain(here)
             here.report()
 
-    previous = signal.signal(signal.SIGTERM, sigterm_as_exit)
+    watch_stops()
+    previous = {
+        s: signal.signal(s, h) for s, h in ((signal.SIGTERM, sigterm_as_exit), (signal.SIGINT, sigint_as_interrupt))
+    }
     try:
         job()
         _drain(sweep)
@@ -188,9 +192,11 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
         print(f"washexp: bad config: {one_line(err)}", file=sys.stderr)
         return 2
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         sweep.collect()  # what jobs in other processes reported
         sweep.close()
+    raise_if_stopped()  # a stop whose own exception was dropped still ends the command stopped
     for line in dict.fromkeys(sweep.errors):
         print(f"washexp: {line}", file=sys.stderr)
     return sweep.exit_code

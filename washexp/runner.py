@@ -106,7 +106,10 @@ class Schedule:
     """The groups of one sweep and their children's threads (see the module doc). A *lane* (one
     endpoint) runs at most its groups' ``concurrency`` children at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, check: Callable[[], None] = lambda: None) -> None:
+        """``check``: called on every turn of the loop; what it raises stops every open group
+        (the sweep's: a stop a signal asked for whose exception Python dropped)."""
+        self._check = check
         self._groups: list[_Group] = []
         self._open: dict[Future, tuple[_Group, Work, Any]] = {}
         self._pools: dict[Hashable, ThreadPoolExecutor] = {}
@@ -127,6 +130,7 @@ class Schedule:
         Ctrl-C and SIGTERM), then propagates."""
         try:
             while True:
+                self._check()
                 for future in [f for f in self._open if f.done()]:  # what ended while the caller was away
                     self._take(future)
                 self._start_children()

@@ -26,9 +26,35 @@ from typing import Any
 
 from washexp.runner import Schedule
 
+_STOPS: list[BaseException] = []
+"""The stops signals asked for in this command. Python drops an exception raised inside a
+finalizer (``Exception ignored in ...``), and a handler can run in one: its stop would be lost and
+the command would go on and end 0. So each stop is also kept here and raised again at the next
+check (:func:`raise_if_stopped`: the schedule's loop, each job's start, the command's end)."""
+
 
 def sigterm_as_exit(*_):
-    raise SystemExit(143)  # unwinds like Ctrl-C: open runs end KILLED, servers stop
+    raise _stop(SystemExit(143))  # unwinds like Ctrl-C: open runs end KILLED, servers stop
+
+
+def sigint_as_interrupt(*_):
+    raise _stop(KeyboardInterrupt())
+
+
+def _stop(err: BaseException) -> BaseException:
+    _STOPS.append(err)
+    return err
+
+
+def raise_if_stopped() -> None:
+    """Raise again a stop a signal asked for, in case its own exception was dropped."""
+    if _STOPS:
+        raise type(_STOPS[0])(*_STOPS[0].args)
+
+
+def watch_stops() -> None:
+    """A new command: no stop asked for yet (a test may run several in one process)."""
+    _STOPS.clear()
 
 
 @dataclass
@@ -43,7 +69,7 @@ class Sweep:
     """...unless the model endpoint is unusable: then the remaining jobs are skipped."""
     outbox: Path | None = None
     """Where worker processes report; made when the sweep is first shipped to one."""
-    schedule: Schedule = field(default_factory=Schedule)
+    schedule: Schedule = field(default_factory=lambda: Schedule(check=raise_if_stopped))
     """The groups (arms) jobs handed over and left running (``runner.start_group``): the next job
     starts while one ends; :meth:`drain` runs them to their end once the jobs are over."""
     _shared: dict[Any, Any] = field(default_factory=dict)
