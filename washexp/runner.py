@@ -113,9 +113,8 @@ class Schedule:
         self._groups: list[_Group] = []
         self._open: dict[Future, tuple[_Group, Work, Any]] = {}
         self._pools: dict[Hashable, ThreadPoolExecutor] = {}
-        self._running: dict[Hashable, int] = {}
 
-    def open_group(self, identity_hash: str) -> _Group | None:
+    def group_of(self, identity_hash: str) -> _Group | None:
         return next((g for g in self._groups if g.parent.hash == identity_hash), None)
 
     def open_groups(self) -> int:
@@ -157,7 +156,7 @@ class Schedule:
 
     def _start_children(self) -> None:
         for group in self._groups:  # oldest first: a group ends before the next one's children start
-            while group.queue and self._running.get(group.lane, 0) < group.slots:
+            while group.queue and sum(g.running for g in self._groups if g.lane == group.lane) < group.slots:
                 child = group.queue.pop(0)
                 run = group.tracker.open(child.name, child.hash, child.params, child.tags, parent_id=group.run.run_id)
                 pool = self._pools.get(group.lane)
@@ -166,16 +165,14 @@ class Schedule:
                 try:
                     future = pool.submit(group.compute, child)
                 except BaseException as err:  # stopped between opening the run and handing it over
-                    run.fail(err, status="FAILED" if isinstance(err, Exception) else "KILLED")
+                    run.end_by(err)
                     raise
                 self._open[future] = (group, child, run)
-                self._running[group.lane] = self._running.get(group.lane, 0) + 1
                 group.running += 1
 
     def _take(self, future: Future) -> None:
         group, child, run = self._open.pop(future)
         group.running -= 1
-        self._running[group.lane] -= 1
         counts = group.outcome.counts
         error = future.exception()
         if error is None:
@@ -201,7 +198,7 @@ class Schedule:
             try:
                 summary = group.summarize(group.results)
             except BaseException as err:
-                group.run.fail(err, status="FAILED" if isinstance(err, Exception) else "KILLED")
+                group.run.end_by(err)
                 raise
             group.run.finish(summary.metrics, summary.artifacts, summary.manifest, tables=summary.tables)
             group.outcome.metrics = summary.metrics
@@ -210,14 +207,12 @@ class Schedule:
                 then(GroupOutcome(summary.metrics, reused=True))
 
     def _abort(self, err: BaseException) -> None:
-        status = "FAILED" if isinstance(err, Exception) else "KILLED"
         runs = [run for _, _, run in self._open.values()] + [g.run for g in self._groups]
         self._open.clear()
         self._groups.clear()
-        self._running.clear()
         for run in runs:
             if not run.closed:
-                run.fail(err, status=status)
+                run.end_by(err)
 
 
 def start_group(
@@ -239,7 +234,7 @@ def start_group(
     every child has started. ``then(outcome)`` is called when the group ends, on the thread that
     drives the schedule; ``summarize`` gets each child's metrics by ``Work.key`` (None for a
     failed child)."""
-    same = schedule.open_group(parent.hash)
+    same = schedule.group_of(parent.hash)
     if same is not None:  # asked for again while it runs (Full under a top-N sweep): its outcome, once
         same.thens.append(then)
         return
@@ -265,7 +260,7 @@ def start_group(
             else:
                 group.queue.append(child)
     except BaseException as err:
-        group_run.fail(err, status="FAILED" if isinstance(err, Exception) else "KILLED")
+        group_run.end_by(err)
         raise
     schedule.add(group)
     schedule.run(lambda: not group.queue)

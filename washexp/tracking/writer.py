@@ -156,18 +156,17 @@ class Run:
         tags = {ERROR_TAG: f"{type(error).__name__}: {error}"[:5000]}
         self.tracker._close(self, {}, {"error.txt": text}, {}, tags, {}, status)
 
+    def end_by(self, error: BaseException) -> None:
+        """End the run by ``error``: FAILED, or KILLED for KeyboardInterrupt and SystemExit
+        (Ctrl-C, SIGTERM: stopped, not broken)."""
+        self.fail(error, status="FAILED" if isinstance(error, Exception) else "KILLED")
+
     def __enter__(self) -> Run:
         return self
 
     def __exit__(self, kind, error, tb) -> None:
-        if self.closed:
-            return
-        if error is None:
-            self.fail(RuntimeError("the run's block ended without a result"))
-        elif isinstance(error, Exception):
-            self.fail(error)
-        else:  # KeyboardInterrupt, SystemExit (SIGTERM): stopped, not broken
-            self.fail(error, status="KILLED")
+        if not self.closed:
+            self.end_by(error or RuntimeError("the run's block ended without a result"))
 
 
 class _Writer:
@@ -293,7 +292,7 @@ class Tracker:
                 run_id, artifact_uri = created.info.run_id, created.info.artifact_uri
         run = Run(self, run_id, params, artifact_uri, identity=identity_hash)
         if held:  # stopped while it was being created: it ends KILLED, never RUNNING
-            run.fail(KeyboardInterrupt("stopped as the run started"), status="KILLED")
+            run.end_by(KeyboardInterrupt("stopped as the run started"))
             _deliver(held)
         return run
 
