@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-INSTALL = "pip install -e '.[local]'"
+from washexp.models.llama_server import INSTALL
 
 
 def missing() -> str | None:

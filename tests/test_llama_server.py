@@ -10,6 +10,7 @@ a thread count that changes the answer (it is an ``endpoint.*`` setting, outside
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -77,6 +78,8 @@ def test_starts_answers_with_real_text_and_stops(tmp_path):
     log = (tmp_path / "server.log").read_text()
     assert f"server pid {pid} on port {port}" in log
     assert "--n_threads 2" in log
+    assert "# washexp: llama.cpp build: " in log and " AMX" not in log
+    assert re.search(r"# washexp: self-test: \d+ prompt \+ 1 completion tokens in [\d.]+ s", log), log
 
 
 def test_the_shipped_file_is_smollm2_135m_q4_1():
@@ -117,14 +120,14 @@ def test_parent_killed_outright_takes_the_server_with_it(tmp_path):
 
 
 def test_a_file_that_is_not_a_model_is_one_line(tmp_path):
-    from washexp.errors import ConfigError, ModelError
+    from washexp.errors import ConfigError
     from washexp.models import llama_server
 
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"not a gguf file\n" * 100)
     with pytest.raises(ConfigError, match="not a GGUF file llama.cpp can load"):
         llama_server.gguf_facts(junk)
-    with pytest.raises(ModelError, match="exited .* before it answered") as caught:
+    with pytest.raises(ConfigError, match=f"exited .* before it answered, serving {junk}") as caught:
         llama_server.start(junk, alias="junk", n_ctx=512, threads=1, log_path=tmp_path / "junk.log")
     assert "\n" not in str(caught.value)
     port = int((tmp_path / "junk.log").read_text().split(" on port ")[1].split()[0])

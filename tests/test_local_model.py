@@ -105,7 +105,7 @@ def test_without_the_extra_one_line_naming_pip_and_exit_2(tmp_path):
     )
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2, proc.stderr
-    assert lines == ["washexp: model=local needs the local extra: pip install -e '.[local]'"]
+    assert lines == ["washexp: model=local needs the local extra: sh scripts/install-local.sh"]
     assert not (tmp_path / "mlflow.db").exists() or not _runs(tmp_path, "condition")[1]
 
 
@@ -264,6 +264,47 @@ def test_no_orphan_server_on_ctrl_c_sigterm_or_sigkill(request, tmp_path, sig, c
     else:
         assert proc.returncode != 0
     assert _gone(pid, port), f"the server outlived washexp ended by {sig.name}"
+
+
+def _self_tested(tmp_path: Path, proc: subprocess.Popen, within_s: float = 180.0) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"washexp ended early: {proc.communicate()[1][-2000:]}"
+        if any("# washexp: self-test: " in log.read_text() for log in (tmp_path / "llama-server").glob("*.log")):
+            return
+        time.sleep(0.2)
+    raise AssertionError("the server never passed its self-test")
+
+
+@pytest.mark.local
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
+def test_a_server_that_dies_mid_sweep_ends_it_in_one_line_with_no_retry(request, tmp_path, sig):
+    """The server child killed while a condition needs it (SIGSEGV as a crashing build gives):
+    exit 1 within seconds, the signal named in one line with the log, no retry, no RUNNING run."""
+    gate(request)
+    proc = _start_cli(tmp_path, "endpoint.max_retries=5")
+    try:
+        _self_tested(tmp_path, proc)
+        (pid, port), *_ = _servers(tmp_path / "llama-server")
+        time.sleep(1.0)  # the condition's first request is on its way
+        os.kill(pid, sig)
+        t0 = time.monotonic()
+        _out, err = proc.communicate(timeout=120)  # generous: not a speed test
+        seconds = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("washexp:")]
+    assert len(lines) == 1, err
+    assert f"the llama.cpp server exited ({sig.name}) after " in lines[0] and "its log: " in lines[0]
+    assert "retry" not in err, "a dead server was retried"
+    assert seconds < 30, f"the sweep took {seconds:.0f} s to notice"
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()], max_results=1000)
+    assert runs and not [r for r in runs if r.info.status == "RUNNING"]
+    assert _gone(pid, port)
 
 
 @pytest.mark.local

@@ -37,7 +37,7 @@ class LocalRoles(Roles):
 def local_backend(model, endpoint, root: Path) -> Roles:
     served = local.serve(model, endpoint, root)
     try:
-        roles = openai_backend(served.model, served.endpoint, root)
+        roles = openai_backend(served.model, served.endpoint, root, served.gone)
     except BaseException:
         served.stop()
         raise

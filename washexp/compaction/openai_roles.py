@@ -63,10 +63,10 @@ def parse_scores(text: str, n: int) -> list[float]:
     return [float(s) for s in scores]
 
 
-def recorder_for(model, endpoint, root: Path) -> Recorder:
+def recorder_for(model, endpoint, root: Path, gone=None) -> Recorder:
     """The recorder (and client) of one sweep: its call/replay counts cover the sweep and its
-    concurrency bound holds across arms."""
-    return open_recorder(model, endpoint, root)
+    concurrency bound holds across arms (``gone``: see ``OpenAIModel``)."""
+    return open_recorder(model, endpoint, root, gone)
 
 
 def meter_for(model, endpoint, rec: Recorder) -> Meter:
@@ -78,8 +78,8 @@ def meter_for(model, endpoint, rec: Recorder) -> Meter:
     return EndpointMeter(endpoint.base_url or "", key, model.name, kwargs, rec.dir, endpoint.replay)
 
 
-def openai_backend(model, endpoint, root: Path) -> Roles:
-    rec = recorder_for(model, endpoint, root)
+def openai_backend(model, endpoint, root: Path, gone=None) -> Roles:
+    rec = recorder_for(model, endpoint, root, gone)
     extra = dict(model.extra_body or {})
     sampled = model.generation_temperature
 

@@ -3,15 +3,17 @@ nodes: shared by both families (the compaction roles, the model washers)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from washexp.models.openai_client import OpenAIModel
 from washexp.models.recorder import Recorder
 
 
-def open_recorder(model, endpoint, root: Path) -> Recorder:
+def open_recorder(model, endpoint, root: Path, gone: Callable[[int], str | None] | None = None) -> Recorder:
     """Recordings under ``endpoint.recordings`` (default ``<project>/mlruns/recordings``); with
-    ``endpoint.replay=strict`` no client is built at all (strict never calls out)."""
+    ``endpoint.replay=strict`` no client is built at all (strict never calls out). ``gone``: how
+    a local server ended (see ``OpenAIModel``)."""
     directory = Path(endpoint.recordings) if endpoint.recordings else root / "mlruns" / "recordings"
     if not directory.is_absolute():
         directory = root / directory
@@ -24,5 +26,6 @@ def open_recorder(model, endpoint, root: Path) -> Recorder:
             endpoint.timeout_s,
             endpoint.max_retries,
             endpoint.max_concurrency,
+            gone=gone,
         )
     return Recorder(client, model.name, directory, endpoint.replay)

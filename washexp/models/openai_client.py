@@ -13,7 +13,9 @@ The client's own retries are off; this module retries, so the policy is one visi
 - a 200 whose body is not a chat completion (an HTML page from a proxy, an empty body, broken
   JSON, no choices) is retried like a 5xx: a gateway in front of the model often says so once;
 - every failure ends in a one-line :class:`~washexp.errors.ModelError` naming the endpoint
-  (with any credentials in the URL removed) and the last error. The key never appears.
+  (with any credentials in the URL removed) and the last error. The key never appears;
+- an endpoint whose owner can tell it is gone (``gone``: a local server whose process exited)
+  ends at its first failed request with the owner's line, never retried.
 
 At most ``max_concurrency`` requests are in flight at once, however many threads call.
 """
@@ -26,6 +28,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import openai
@@ -101,13 +104,17 @@ class OpenAIModel:
         max_retries: int = 5,
         max_concurrency: int = 8,
         backoff_s: float = 1.0,
+        gone: Callable[[int], str | None] | None = None,
     ):
+        """``gone(answered)``: how the endpoint ended, given the requests it answered, or None
+        while it may still answer; asked after a failed request instead of retrying a dead one."""
         if not base_url:
             raise ModelError("endpoint.base_url is not set (e.g. endpoint.base_url=http://127.0.0.1:8000/v1)")
         self.name, self.endpoint = name, safe_url(base_url)
         self.max_retries, self.backoff_s = max_retries, backoff_s
         self._slots = threading.BoundedSemaphore(max(1, max_concurrency))
         self._closed = threading.Event()
+        self._gone, self._answered, self._count_lock = gone, 0, threading.Lock()
         self._client = openai.OpenAI(
             base_url=base_url, api_key=api_key(base_url, api_key_env), timeout=timeout_s, max_retries=0
         )
@@ -124,7 +131,10 @@ class OpenAIModel:
                 raise ModelError(f"{self.endpoint}: the sweep is ending{f' (last error: {last})' if last else ''}")
             try:
                 with self._slots:
-                    return self._once(request)
+                    response = self._once(request)
+                with self._count_lock:
+                    self._answered += 1
+                return response
             except openai.APIStatusError as err:
                 last = f"HTTP {err.status_code}: {_message(err)}"
                 if err.status_code == 400 and _code(err) == OVER_WINDOW:
@@ -138,6 +148,9 @@ class OpenAIModel:
                 last, wait = f"connection failed ({type(err.__cause__ or err).__name__})", None
             except _BadReply as err:
                 last, wait = str(err), None
+            died = self._gone(self._answered) if self._gone else None
+            if died:
+                raise ModelError(died)
             if attempt == self.max_retries:
                 break
             if wait is None:

@@ -124,7 +124,11 @@ def open_model(washer: str, model, endpoint, root: Path) -> WasherModel:
     needs_served(washer, model.backend)
     served = local.serve(model, endpoint, root) if model.backend == "local" else None
     try:
-        recorder = open_recorder(served.model if served else model, served.endpoint if served else endpoint, root)
+        recorder = (
+            open_recorder(served.model, served.endpoint, root, served.gone)
+            if served
+            else open_recorder(model, endpoint, root)
+        )
     except BaseException:
         if served is not None:
             served.stop()
