@@ -44,3 +44,32 @@ def test_unreachable_endpoint_stops_the_sweep(store):
     assert names[3:] in ([], ["S top1 · arm", "S top1 · backup", "S top1 · refactor"]), names
     assert {r.info.status for r in runs} == {"FAILED"}
     assert all("gave up" in r.data.tags["washexp.error"] for r in runs)
+
+
+def test_unreachable_washer_endpoint_stops_the_wash_sweep(store):
+    """A model washer whose endpoint cannot be used is not a failed round of each store in turn
+    (every one would wait and fail alike): the sweep ends, exit 1, its runs FAILED."""
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    proc = run_cli(
+        [
+            "benchmark=wash",
+            "measurement=ceiling",
+            "washer=plain",
+            "gates=false",
+            "model=openai",
+            f"endpoint.base_url={url}",
+            "model.name=qwen3.8-max",
+            "endpoint.max_retries=0",
+            f"endpoint.recordings={store / 'rec'}",
+            "store=[superseded,dup-heavy]",
+        ],
+        store,
+        check=False,
+        env={"CI": "1"},
+    )
+    assert proc.returncode == 1, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("washexp:")]
+    assert lines == [f"washexp: {url}: gave up after 1 attempt; last error: connection failed (ConnectError)"]
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("wash").experiment_id])
+    assert runs and {r.info.status for r in runs} == {"FAILED"}, [(r.info.run_name, r.info.status) for r in runs]

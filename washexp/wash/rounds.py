@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from washexp.errors import WashexpError
+from washexp.errors import ModelError, WashexpError
 from washexp.hashing import sha256_bytes, tree_digest
 from washexp.needles import norm
 from washexp.wash import caliper, pipeline
@@ -103,6 +103,8 @@ def loop(
         before = read_md(store_dir)
         try:
             receipt = wash(store_dir)
+        except ModelError:  # the endpoint (or the local server) is gone: the sweep cannot finish
+            raise
         except WashexpError as err:
             after = read_md(store_dir)
             out.append(Round(r, phase, None, None, store_sha256(after), _diff(before, after), failed=str(err)))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from washexp.config import identity
-from washexp.errors import ConfigError
+from washexp.errors import ConfigError, ModelError
 from washexp.hashing import tree_digest
 from washexp.provenance import code_digest, files_digest, git_commit, package_source, public_config
 from washexp.runner import Result, Work, run_group
@@ -199,7 +199,9 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
     if washer_model is not None and washer_model.served:  # the local server's log, as the parent's artifact
         summarize = _with_server_log(summarize, washer_model)
     parent = Work(f"{label} · {m.name}", parent_identity, params, {**tags, "washexp.kind": "measurement"})
-    outcome = run_group(_tracker(cfg, sweep), parent, children, compute, summarize, rerun=cfg.rerun)
+    outcome = run_group(
+        _tracker(cfg, sweep), parent, children, compute, summarize, rerun=cfg.rerun, fatal=(ModelError,)
+    )
     if outcome.reused:
         log.info("%s: finished already; rerun=true runs it again", label)
     else:
