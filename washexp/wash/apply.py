@@ -45,7 +45,6 @@ import shutil
 import signal
 import stat
 import tempfile
-import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +52,7 @@ from typing import Any
 
 from washexp.errors import WashexpError
 from washexp.hashing import sha256_bytes
-from washexp.wash.files import md_names
+from washexp.wash.files import entry_problem, md_names, name_problem
 from washexp.wash.pins import is_pinned
 from washexp.wash.plan import Plan, PlanError, apply_to_texts
 
@@ -99,43 +98,6 @@ class Change:
 
     def touched(self) -> list[str]:
         return sorted({*self.writes, *self.deletes})
-
-
-def name_problem(name: Any) -> str | None:
-    """Why ``name`` is not a plain file name of a store folder, or None. Plain: a non-empty string
-    with no path separator, not hidden or ``.``/``..``, no control or format character."""
-    if not isinstance(name, str) or not name:
-        return f"{name!r} is not a file name"
-    if "/" in name or "\\" in name:
-        return f"{name!r} names a path, not a file of the store folder"
-    if name.startswith("."):
-        return f"{name!r} is hidden or leaves the folder"
-    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") for ch in name):
-        return f"{name!r} holds a control character"
-    return None
-
-
-def md_name_problem(name: Any) -> str | None:
-    """Why ``name`` is not a plain ``*.md`` store file name (see :func:`name_problem`), or None."""
-    problem = name_problem(name)
-    if problem is None and (not name.endswith(".md") or not name[:-3].strip()):
-        problem = f"{name!r} is not a NAME.md file name"
-    return problem
-
-
-def entry_problem(path: Path) -> str | None:
-    """Why the entry at ``path`` may not be read, written or replaced, or None (absent is fine)."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    if stat.S_ISLNK(st.st_mode):
-        return f"{path.name} is a symlink"
-    if not stat.S_ISREG(st.st_mode):
-        return f"{path.name} is not a regular file"
-    if st.st_nlink != 1:
-        return f"{path.name} has {st.st_nlink} hard links"
-    return None
 
 
 def digests(store: str | Path) -> dict[str, str]:
