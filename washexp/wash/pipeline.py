@@ -146,7 +146,7 @@ def _judged(plan: Plan, files: dict[str, str], operator: Operator, gates: bool, 
     decision: Decision = operator.review(review)
     refused = {i for i, _ in decision.refused} | {d.index for d in review.deletes if d.index not in decision.approved}
     why = dict(decision.refused)
-    step.refused = [{**plan.items[i].to_dict(), "why": why.get(i, "not approved")} for i in sorted(refused)]
+    step.refused += [{**plan.items[i].to_dict(), "why": why.get(i, "not approved")} for i in sorted(refused)]
     kept = tuple(it for i, it in enumerate(plan.items) if i not in refused)
     approved = sorted(set(decision.approved_drops) & set(review.drops))  # nothing beyond what was shown
     step.approved_drops = approved
