@@ -309,7 +309,7 @@ def test_a_killed_washs_scratch_folder_is_swept_at_the_next_start(tmp_path, monk
 def test_caliper_keeps_no_state_in_a_store_under_fixtures(tmp_path):
     store = shutil.copytree(ROOT / "fixtures" / "wash" / "governed", tmp_path / "fixtures" / "wash" / "governed")
     before = everything(store)
-    proc = run(["caliper", str(store)], tmp_path)
+    proc = run(["caliper", str(store), "--json", "--gauge", "coalwash-beta5"], tmp_path)  # the README's example
     assert proc.returncode == 0, proc.stderr
     assert everything(store) == before
 
