@@ -60,6 +60,7 @@ SNAPSHOT_DIR = ".washexp-snapshot"
 WAL_NAME = "wal.jsonl"
 TEMP_PREFIX = ".washexp-tmp-"  # never ends in .md: a leftover temp file is not part of the store
 WAL_VERSION = 2
+LEGACY_LOCK = ".washexp.lock"
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 __all__ = ["ApplyError", "Change", "Terminated", "Transaction", "UnsafeStore", "apply_plan", "is_pinned"]
@@ -302,6 +303,9 @@ def _clear(store: Path) -> None:
     for leftover in store.glob(TEMP_PREFIX + "*"):
         if not leftover.is_dir() or leftover.is_symlink():
             leftover.unlink()
+    legacy = store / LEGACY_LOCK
+    if entry_problem(legacy) is None and legacy.exists() and legacy.stat().st_size == 0:
+        legacy.unlink()  # the empty lock file earlier versions left beside every store's files
     _fsync_dir(store)
 
 
