@@ -130,6 +130,15 @@ def test_modes_are_kept_after_a_wash(tmp_path, mode):
     assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in store.glob("*.md")} == dict.fromkeys(BILLING, mode)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may give a file to another owner")
+def test_the_owner_is_kept_where_permitted(tmp_path):
+    memdir = make_store(tmp_path / "store")
+    for p in memdir.iterdir():
+        os.chown(p, 4321, 4322)
+    apply_plan(memdir, PLAN, {n: sha256_bytes(b) for n, b in md_bytes(memdir).items()})
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in memdir.glob("*.md")} == {(4321, 4322)}
+
+
 @pytest.mark.parametrize("mode", [0o644, 0o664])
 def test_modes_are_kept_after_a_rollback_and_a_recovery(tmp_path, mode):
     memdir = make_store(tmp_path / "store")
