@@ -74,6 +74,25 @@ def test_a_crafted_journal_stops_the_wash_touching_nothing(tmp_path, name):
     assert everything(store) == before and everything(victim) == victim_before
 
 
+@pytest.mark.parametrize(
+    "records",
+    [
+        [{"event": "begin", "version": 2, "files": {"oncall.md": {"sha256": "x", "mode": "0644", "uid": 0, "gid": 0}}}],
+        [{"event": "begin", "version": 2, "files": {}}, {"event": "write"}],
+        [{"event": "begin", "version": 1, "files": {}}],
+        [["begin"]],
+    ],
+)
+def test_a_journal_of_an_unknown_shape_is_refused(tmp_path, records):
+    store = write_store(tmp_path, BILLING)
+    (store / SNAPSHOT_DIR).mkdir()
+    (store / SNAPSHOT_DIR / WAL_NAME).write_text("".join(json.dumps(r) + "\n" for r in records))
+    before = everything(store)
+    with pytest.raises(UnsafeStore, match="refusing to touch the store"):
+        recover(store)
+    assert everything(store) == before
+
+
 def test_a_journal_naming_a_symlink_or_a_hard_link_is_refused(tmp_path):
     store = write_store(tmp_path, BILLING)
     outside = tmp_path / "outside.md"

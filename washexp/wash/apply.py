@@ -211,6 +211,21 @@ def _names_in(record: dict) -> list[Any]:
     return names
 
 
+def _well_formed(records: list[dict]) -> bool:
+    """The journal's shape: a begin record of this version with a manifest of sha256, mode and
+    owner per file, then write and delete records naming a file each."""
+    begin = records[0]
+    files, created = begin.get("files"), begin.get("created", [])
+    if not isinstance(files, dict) or not isinstance(created, list) or begin.get("version") != WAL_VERSION:
+        return False
+    for meta in files.values():
+        if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str):
+            return False
+        if not all(type(meta.get(k)) is int for k in ("mode", "uid", "gid")):
+            return False
+    return all(isinstance(r.get("file"), str) for r in records[1:] if r.get("event") in ("write", "delete"))
+
+
 def check_journal(store: str | Path) -> _Journal | None:
     """The store's journal, proved confined (see the module doc), or None when there is none.
 
@@ -248,12 +263,11 @@ def check_journal(store: str | Path) -> _Journal | None:
         for name in _names_in(record):
             if problem := name_problem(name) or entry_problem(store / name):
                 raise unsafe(f"/{WAL_NAME} names {problem}")
-    begin = records[0]
-    files, created = begin.get("files"), begin.get("created", [])
-    if not isinstance(files, dict) or not isinstance(created, list) or begin.get("version") != WAL_VERSION:
+    if not _well_formed(records):
         raise unsafe(f"/{WAL_NAME}: an unknown journal shape")
-    for name, meta in files.items():
-        if not isinstance(meta, dict) or not (snap / name).is_file():
+    files, created = records[0]["files"], records[0].get("created", [])
+    for name in files:
+        if not (snap / name).is_file():
             raise unsafe(f"/{WAL_NAME}: no snapshot copy of {name!r}")
     written = {r["file"]: r.get("sha256") for r in records if r.get("event") == "write"}
     deleted = tuple(r["file"] for r in records if r.get("event") == "delete")
@@ -287,12 +301,11 @@ def _roll_back_journal(store: Path, journal: _Journal) -> None:
 
 
 class _Mode:
-    """A stat-like view of a journal's mode and owner (what ``write_atomic`` copies)."""
+    """A stat-like view of a journal's mode and owner (what ``write_atomic`` copies); no set-id or
+    sticky bit is taken from a journal."""
 
     def __init__(self, meta: dict):
-        self.st_mode = int(meta.get("mode", _new_file_mode())) & 0o7777
-        self.st_uid = int(meta.get("uid", os.getuid()))
-        self.st_gid = int(meta.get("gid", os.getgid()))
+        self.st_mode, self.st_uid, self.st_gid = meta["mode"] & 0o777, meta["uid"], meta["gid"]
 
 
 def _clear(store: Path) -> None:
