@@ -331,7 +331,7 @@ def test_a_killed_washs_scratch_folder_is_swept_at_the_next_start(tmp_path, monk
     left.mkdir()
     mine = tmp_path / f"washexp-washer-{os.getpid()}-abc"
     mine.mkdir()
-    assert scratch.sweep() == [left]
+    assert scratch.sweep_scratch() == [left]
     assert not left.exists() and mine.exists()
 
 

@@ -51,7 +51,7 @@ from washexp.wash.gauge import DEFAULT_GAUGE, load_gauge
 from washexp.wash.keeps import read_keeps
 from washexp.wash.operators import OPERATORS, Interactive, Operator, make_operator
 from washexp.wash.pipeline import Receipt, wash
-from washexp.wash.scratch import scratch_dir, sweep
+from washexp.wash.scratch import scratch_dir, sweep_scratch
 from washexp.wash.stores import EXPECTED, load_expected
 
 PROG = "washexp wash"
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {err}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _terminated)
-    sweep()  # the scratch folders a killed wash left in the temp folder
+    sweep_scratch()  # the scratch folders a killed wash left in the temp folder
     try:
         receipt = _run(args, operator, washer)
     except (KeyboardInterrupt, Terminated):

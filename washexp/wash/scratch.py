@@ -1,6 +1,6 @@
 """Scratch folders in the system temp folder that a killed wash does not leave behind.
 
-Each is named ``washexp-<kind>-<pid>-<random>``; :func:`sweep` (run when ``washexp wash`` starts)
+Each is named ``washexp-<kind>-<pid>-<random>``; :func:`sweep_scratch` (run when ``washexp wash`` starts)
 removes every such folder whose process is gone, so a SIGKILL mid-wash costs nothing once the
 next wash has started.
 """
@@ -38,7 +38,7 @@ def scratch_dir(kind: str) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def sweep() -> list[Path]:
+def sweep_scratch() -> list[Path]:
     """Remove the scratch folders of processes that are gone; the ones removed."""
     base = Path(tempfile.gettempdir())
     gone = []

@@ -29,7 +29,7 @@ from washexp.runner import Result, Work, run_group
 from washexp.wash import caliper, gauge, pipeline, rounds, sawtooth, summary
 from washexp.wash.feed import feed_folder, load_feed
 from washexp.wash.operators import make_operator
-from washexp.wash.scratch import scratch_dir
+from washexp.wash.scratch import scratch_dir, sweep_scratch
 from washexp.wash.stores import Store, load_stores
 
 log = logging.getLogger("washexp")
@@ -93,6 +93,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
     washer_model = _washer_model(cfg, sweep, dict(w.washer))
     _washer(dict(w.washer), washer_model)
     make_operator(w.operator, ())
+    sweep_scratch()  # the scratch copies a killed run left in the temp folder
     gauge_name = w.gauge.get("name", "?")
     washer_name = w.washer.get("name", "?")
     served = washer_model.spec if washer_model is not None else None  # what a local model is
