@@ -262,7 +262,7 @@ def check_journal(store: str | Path) -> _Journal | None:
     for record in records:
         for name in _names_in(record):
             if problem := name_problem(name) or entry_problem(store / name):
-                raise unsafe(f"/{WAL_NAME} names {problem}")
+                raise unsafe(f"/{WAL_NAME}: {problem}")
     if not _well_formed(records):
         raise unsafe(f"/{WAL_NAME}: an unknown journal shape")
     files, created = records[0]["files"], records[0].get("created", [])
