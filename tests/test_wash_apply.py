@@ -9,10 +9,18 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
 
 from washexp.hashing import sha256_bytes
-from washexp.wash.apply import LOCK_NAME, SNAPSHOT_DIR, TEMP_PREFIX, WAL_NAME, ApplyError, apply_plan, digests, recover
+from washexp.wash.apply import (
+    SNAPSHOT_DIR,
+    TEMP_PREFIX,
+    WAL_NAME,
+    ApplyError,
+    Transaction,
+    apply_plan,
+    digests,
+    recover,
+)
 from washexp.wash.files import md_names
 from washexp.wash.plan import Plan, PlanError, PlanItem, apply_to_texts, split_lines
 
@@ -252,7 +260,7 @@ def test_apply_writes_the_plan_and_cleans_up(tmp_path):
     assert applied.before == seen
     assert applied.after == state(memdir)
     assert_no_leftovers(memdir)
-    assert (memdir / LOCK_NAME).exists() and not LOCK_NAME.endswith(".md")
+    assert sorted(p.name for p in memdir.iterdir()) == sorted(expected)  # no lock file, no journal, no temp file
 
 
 @pytest.mark.parametrize("step", STEPS)
@@ -332,7 +340,8 @@ def test_a_writer_during_the_apply_rolls_it_back(tmp_path):
         ApplyError, match=r"at write:release-notes\.md: release-notes\.md was changed by another writer"
     ):
         apply_plan(memdir, PLAN, before, on_step=co_writer)
-    assert state(memdir) == before
+    # our writes are undone; the other writer's bytes are its own and stay
+    assert state(memdir) == before | {"release-notes.md": sha256_bytes(b"# Release notes\r\nsynced")}
     assert_no_leftovers(memdir)
 
 
@@ -349,10 +358,10 @@ def test_a_second_concurrent_apply_is_refused_not_blocked(tmp_path):
                 refusals.append(str(err))
 
     applied = apply_plan(memdir, PLAN, seen, on_step=second_apply)
-    assert len(refusals) == 1 and "another apply holds .washexp.lock" in refusals[0]
+    assert len(refusals) == 1 and "another apply holds the store" in refusals[0]
     assert applied.deleted == ("scratch-2026-05.md",)  # the first apply went on untroubled
     # held by someone else: recover is refused as well
-    with FileLock(memdir / LOCK_NAME), pytest.raises(ApplyError, match="another apply holds"):
+    with Transaction(memdir), pytest.raises(ApplyError, match="another apply holds"):
         recover(memdir)
 
 

@@ -357,7 +357,7 @@ def test_a_pinned_file_is_refused_in_one_line_before_anything_is_written(tmp_pat
     edit = replace(store, "conventions.md", "Never rebase", "Never rebase shared branches.")
     with pytest.raises(ApplyError) as err:
         wash(store, PlanWasher((edit,)), OFF, ApproveAll())
-    assert str(err.value) == "refused: conventions.md is pinned (frontmatter pinned: true)"
+    assert str(err.value) == f"{store}: apply failed at pinned: refused: conventions.md is pinned (frontmatter)"
     assert md_bytes(store) == before
 
 

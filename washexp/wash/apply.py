@@ -1,70 +1,104 @@
-"""The transactional apply: a plan lands on a store whole, or not at all.
+"""The transactional apply: a change lands on a store whole, or not at all, and only inside it.
 
-The rule, step by step (``on_step(name)`` is called before each one, so a test can fail any):
+A :class:`Change` names files of the store folder (plain names, no folder) to write and to delete,
+and the sha256 each touched file had when the change was made (``None``: the file is new). A
+:class:`Transaction` applies one change, step by step (``on_step(name)`` is called before each
+one, so a test can fail any):
 
-1. ``lock``: take ``<store>/.washexp.lock`` without waiting; a second apply or ``recover`` on
-   the same store is refused with ``ApplyError``. A WAL left by a crashed apply is rolled back
-   first (``recover``).
-2. ``pinned``: refuse any item on a file whose YAML frontmatter says ``pinned: true``.
-3. ``external-writer``: abort if any top-level ``*.md`` file differs from ``seen`` (its sha256
-   when the plan was made), or appeared, or vanished. The plan is then computed in memory
-   (``apply_to_texts``); a bad plan is refused. Nothing has been written up to here.
-4. ``snapshot``: copy every top-level ``*.md`` file into ``<store>/.washexp-snapshot/`` and
-   re-hash each copy against the original.
-5. ``wal``: write ``wal.jsonl`` (JSON lines, fsynced) in the snapshot folder; its ``begin``
-   record lists the snapshot's digests. From here on the store may change.
-6. ``write:<file>``: each edited file, in name order, is re-checked against ``seen`` and written
-   atomically (a temp file in the store folder, fsync, ``os.replace``, fsync of the folder).
-7. ``delete:<file>``: deletes come last, once every write has landed.
-8. ``commit``: a ``commit`` record is appended to the WAL, then the snapshot folder (WAL included)
-   is removed. Undo after success is the caller's business (a wash runs on a scratch copy).
+1. ``lock``: ``flock`` on the store folder itself, without waiting (nothing is created for it);
+   a second transaction on the same store is refused with ``ApplyError``. A journal left by a
+   crashed apply is checked, then rolled back (:func:`recover`).
+2. ``pinned``: refuse a change that writes or deletes a pinned ``*.md`` file (``washexp.wash.pins``).
+3. ``external-writer``: abort if any top-level ``*.md`` file differs from ``seen`` (its sha256 when
+   the plan was made), appeared or vanished, or a touched file differs from the change's base.
+4. ``snapshot``: copy every touched file that exists into ``<store>/.washexp-snapshot/`` and
+   re-hash each copy.
+5. ``wal``: write ``wal.jsonl`` (JSON lines, fsynced) there; its ``begin`` record lists each
+   snapshot's sha256, mode and owner, and the files to create. From here on the store may change.
+6. ``write:<file>``: each file, in name order, is re-checked (a plain regular file with one link,
+   the bytes of its base) and written atomically with its old mode and owner (a temp file in the
+   store folder, fsync, ``os.replace``, fsync of the folder).
+7. ``delete:<file>``: deletes come last, each re-checked the same way first.
+8. ``commit``: a ``commit`` record is appended, then the snapshot folder is removed.
 
-Any failure before the commit record restores every file to its snapshot bytes (a deleted file
-comes back, temp files are removed), removes the snapshot, and raises ``ApplyError`` naming the
-step and the cause. The lock file stays in the store (harmless: it is not a ``*.md`` file).
-If the restore itself fails, the WAL and snapshot are kept and ``recover`` finishes the job.
-None of the apply's own files end in ``.md``, so the store (its top-level ``*.md`` files) never
-contains them.
+Any failure or interrupt (SIGINT, or SIGTERM raised as :class:`Terminated` by the command) before
+the commit record rolls back at once, with both signals held off until the rollback is done. A
+rollback undoes only what the journal says this apply did: a file is put back from its verified
+snapshot, with its mode and owner, when it holds the bytes the journal says were written (or is
+gone after a journalled delete); a file created is removed only when it holds the bytes written.
+A file someone else changed since is left alone and the journal kept: ``ApplyError``.
+
+A store, its journal and its snapshot are untrusted input (a synced folder, a crafted
+``wal.jsonl``): before anything is touched, :func:`check_journal` proves every name they hold is
+a plain name of the store folder, and every file it names is a regular file with one link (no
+symlink, hard link, folder or special file); otherwise :class:`UnsafeStore` (one line, nothing
+touched). After a finished apply, nothing of it is left in the store.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
-import re
 import shutil
+import signal
+import stat
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-
-from filelock import FileLock, Timeout
+from typing import Any
 
 from washexp.errors import WashexpError
 from washexp.hashing import sha256_bytes
-from washexp.wash.files import md_names
+from washexp.wash.files import entry_problem, md_names, name_problem
+from washexp.wash.pins import is_pinned
 from washexp.wash.plan import Plan, PlanError, apply_to_texts
 
-LOCK_NAME = ".washexp.lock"
 SNAPSHOT_DIR = ".washexp-snapshot"
 WAL_NAME = "wal.jsonl"
 TEMP_PREFIX = ".washexp-tmp-"  # never ends in .md: a leftover temp file is not part of the store
-WAL_VERSION = 1
+WAL_VERSION = 2
+LEGACY_LOCK = ".washexp.lock"
+_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+__all__ = ["ApplyError", "Change", "Terminated", "Transaction", "UnsafeStore", "apply_plan", "is_pinned"]
 
 
 class ApplyError(WashexpError):
     """An apply that was refused or rolled back; ``str(err)`` names the step and the cause."""
 
 
+class UnsafeStore(ApplyError):
+    """A journal, snapshot or store entry that would take a write outside the store's plain files."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised where the process is, so a running apply rolls back (as SIGINT does)."""
+
+
 @dataclass(frozen=True)
 class Applied:
-    """What an apply changed: files written and deleted, and sha256 of every file before and after."""
+    """What an apply changed: files written and deleted, and sha256 of every ``*.md`` before and after."""
 
     written: tuple[str, ...]
     deleted: tuple[str, ...]
     before: dict[str, str]
     after: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Change:
+    """Files of one store folder to write (name -> bytes) and delete, and what each touched file
+    held when the change was made (name -> sha256, or None for a file the change creates)."""
+
+    writes: Mapping[str, bytes]
+    deletes: tuple[str, ...]
+    base: Mapping[str, str | None] = field(default_factory=dict)
+
+    def touched(self) -> list[str]:
+        return sorted({*self.writes, *self.deletes})
 
 
 def digests(store: str | Path) -> dict[str, str]:
@@ -73,20 +107,11 @@ def digests(store: str | Path) -> dict[str, str]:
     return {name: sha256_bytes((store / name).read_bytes()) for name in md_names(store)}
 
 
-_FRONTMATTER_PIN = re.compile(r"""^pinned[ \t]*:[ \t]*(?:true|"true"|'true')[ \t]*(?:#.*)?$""", re.IGNORECASE)
-
-
-def is_pinned(text: str) -> bool:
-    """True when the file opens with a YAML frontmatter block whose top-level ``pinned`` is true."""
-    lines = text.lstrip("\ufeff").splitlines()
-    if not lines or lines[0].rstrip() != "---":
-        return False
-    for line in lines[1:]:
-        if line.rstrip() in ("---", "..."):
-            return False
-        if _FRONTMATTER_PIN.match(line.rstrip("\r")):
-            return True
-    return False  # an unclosed block is not frontmatter
+def _digest_of(path: Path) -> str | None:
+    try:
+        return sha256_bytes(path.read_bytes())
+    except FileNotFoundError:
+        return None
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -99,19 +124,26 @@ def _fsync_dir(folder: Path) -> None:
             os.close(fd)
 
 
-def _write_durable(path: Path, data: bytes) -> None:
-    """Write ``data`` to a new file and fsync it (used for snapshot copies)."""
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+def _new_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so a reader sees the old bytes or the new, never a mix."""
+def write_atomic(path: Path, data: bytes, like: os.stat_result | None = None) -> None:
+    """Replace ``path`` with ``data`` so a reader sees the old bytes or the new, never a mix. The
+    file keeps the mode and (where permitted) the owner of ``like``, or of the file it replaces; a
+    new file gets the mode the umask gives."""
+    if like is None:
+        with contextlib.suppress(FileNotFoundError):
+            like = os.lstat(path)
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), stat.S_IMODE(like.st_mode) if like else _new_file_mode())
+            if like is not None and (like.st_uid, like.st_gid) != (os.getuid(), os.getgid()):
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fh.fileno(), like.st_uid, like.st_gid)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -123,174 +155,325 @@ def write_atomic(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-class _Wal:
-    """The write-ahead log: one JSON object a line, each fsynced before the step it announces."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def append(self, record: dict) -> None:
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, sort_keys=True) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-
-    @staticmethod
-    def read(path: Path) -> list[dict]:
-        """The complete records; a torn last line (a crash mid-append) is ignored."""
-        records = []
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-        return records
-
-
-def _lock(store: Path) -> FileLock:
-    lock = FileLock(store / LOCK_NAME, timeout=0)
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block is done (a rollback is never cut short)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     try:
-        lock.acquire()
-    except Timeout:
-        raise ApplyError(f"{store}: another apply holds {LOCK_NAME}; refusing to run concurrently") from None
-    return lock
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _snapshot(store: Path, snap: Path, before: dict[str, str]) -> None:
-    """Copy every file of ``before`` into ``snap`` and prove each copy hashes as the original."""
-    if snap.exists():
-        shutil.rmtree(snap)  # a stale snapshot with no WAL: nothing was ever written from it
-    snap.mkdir()
-    for name, digest in before.items():
-        data = (store / name).read_bytes()
-        if sha256_bytes(data) != digest:
-            raise ApplyError(f"snapshot: {name} changed while it was being copied")
-        _write_durable(snap / name, data)
-    _fsync_dir(snap)
-    for name, digest in before.items():
-        if sha256_bytes((snap / name).read_bytes()) != digest:
-            raise ApplyError(f"snapshot: the copy of {name} does not verify")
+# ------------------------------------------------------------------------- the journal
 
 
-def _restore(store: Path, snap: Path, manifest: dict[str, str]) -> None:
-    """Put every manifest file back to its snapshot bytes and clear the apply's temp files."""
-    for name, digest in manifest.items():
-        data = (snap / name).read_bytes()
-        if sha256_bytes(data) != digest:
-            raise ApplyError(f"rollback: the snapshot copy of {name} is corrupt; left in {snap} for a human")
-        target = store / name
-        if not target.exists() or target.read_bytes() != data:
-            write_atomic(target, data)
-    for leftover in store.glob(TEMP_PREFIX + "*"):
-        leftover.unlink()
+def _read_wal(path: Path) -> list[dict]:
+    """The complete records; a torn last line (a crash mid-append) is ignored."""
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return records
 
 
-def recover(store: str | Path) -> bool:
-    """Roll a store back after a crashed apply; True when a rollback was needed and done.
+def _append(path: Path, record: dict) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
 
-    A WAL whose ``begin`` record is complete and that has no ``commit`` record means files may
-    be half-written: every snapshot file is restored and the snapshot removed. A snapshot
-    without a readable ``begin`` (the crash came before any write) or a committed WAL is just
-    removed. Takes the store lock; refuses with ``ApplyError`` if an apply is running.
+
+@dataclass(frozen=True)
+class _Journal:
+    """A checked journal: the begin record's snapshot manifest, creations, and what was done."""
+
+    files: dict[str, dict]
+    """name -> {"sha256", "mode", "uid", "gid"} of each snapshot copy."""
+    created: tuple[str, ...]
+    written: dict[str, str]
+    """name -> sha256 of the bytes announced for it."""
+    deleted: tuple[str, ...]
+    committed: bool
+
+
+def _names_in(record: dict) -> list[Any]:
+    """Every file name a journal record holds, whatever its shape."""
+    files = record.get("files", {})
+    names: list[Any] = list(files) if isinstance(files, dict) else [files]
+    for key in ("created", "writes", "deletes"):
+        value = record.get(key, [])
+        names += list(value) if isinstance(value, list) else [value]
+    if "file" in record:
+        names.append(record["file"])
+    return names
+
+
+def _well_formed(records: list[dict]) -> bool:
+    """The journal's shape: a begin record of this version with a manifest of sha256, mode and
+    owner per file, then write and delete records naming a file each."""
+    begin = records[0]
+    files, created = begin.get("files"), begin.get("created", [])
+    if not isinstance(files, dict) or not isinstance(created, list) or begin.get("version") != WAL_VERSION:
+        return False
+    for meta in files.values():
+        if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str):
+            return False
+        if not all(type(meta.get(k)) is int for k in ("mode", "uid", "gid")):
+            return False
+    return all(isinstance(r.get("file"), str) for r in records[1:] if r.get("event") in ("write", "delete"))
+
+
+def check_journal(store: str | Path) -> _Journal | None:
+    """The store's journal, proved confined (see the module doc), or None when there is none.
+
+    Raises :class:`UnsafeStore` naming the first entry or name that is not a plain file of the
+    store folder; reads only, writes nothing.
     """
     store = Path(store)
-    lock = _lock(store)
-    try:
-        return _recover_locked(store)
-    finally:
-        lock.release()
-
-
-def _recover_locked(store: Path) -> bool:
     snap = store / SNAPSHOT_DIR
-    wal = snap / WAL_NAME
-    if not snap.exists():
-        return False
-    records = _Wal.read(wal) if wal.exists() else []
-    begun = records and records[0].get("event") == "begin"
-    committed = any(r.get("event") == "commit" for r in records)
-    if begun and not committed:
-        _restore(store, snap, records[0]["files"])
-    shutil.rmtree(snap)
-    _fsync_dir(store)
-    return bool(begun and not committed)
+    where = f"{store}: {SNAPSHOT_DIR}"
 
+    def unsafe(problem: str) -> UnsafeStore:
+        return UnsafeStore(f"{where}{problem}; refusing to touch the store")
 
-def apply_plan(
-    store: str | Path, plan: Plan, seen: dict[str, str], *, on_step: Callable[[str], None] | None = None
-) -> Applied:
-    """Apply ``plan`` to ``store`` transactionally (see the module docstring for the rule)."""
-    store = Path(store)
-    step = "lock"
-    hook = on_step or (lambda _name: None)
-    lock: FileLock | None = None
-    mutating = False
     try:
-        hook(step)
-        lock = _lock(store)
-        _recover_locked(store)  # a crashed apply's half-written store is rolled back before anything else
-        step = "pinned"
-        hook(step)
-        raw = {name: (store / name).read_bytes() for name in md_names(store)}  # one read: texts and digests agree
-        files = {name: data.decode("utf-8") for name, data in raw.items()}
-        pinned = sorted({i.file for i in plan.items if i.file in files and is_pinned(files[i.file])})
-        if pinned:
-            raise ApplyError(f"refused: {', '.join(pinned)} is pinned (frontmatter pinned: true)")
-        step = "external-writer"
-        hook(step)
-        before = {name: sha256_bytes(data) for name, data in raw.items()}
-        _check_unchanged(before, seen)
-        try:
-            new_texts = apply_to_texts(files, plan)
-        except PlanError as err:
-            raise ApplyError(f"refused: {err}") from None
-        writes = {n: t.encode("utf-8") for n, t in new_texts.items() if t != files[n]}
-        deletes = sorted(set(files) - set(new_texts))
-        step = "snapshot"
-        hook(step)
-        snap = store / SNAPSHOT_DIR
-        mutating = True  # from here a failure cleans up the snapshot and restores
-        _snapshot(store, snap, before)
-        step = "wal"
-        hook(step)
-        wal = _Wal(snap / WAL_NAME)
-        wal.append(
-            {"event": "begin", "version": WAL_VERSION, "files": before, "writes": sorted(writes), "deletes": deletes}
-        )
-        for name in sorted(writes):
-            step = f"write:{name}"
-            hook(step)
-            if sha256_bytes((store / name).read_bytes()) != seen[name]:
-                raise ApplyError(f"{name} was changed by another writer during the apply")
-            wal.append({"event": "write", "file": name, "sha256": sha256_bytes(writes[name])})
-            write_atomic(store / name, writes[name])
-        for name in deletes:
-            step = f"delete:{name}"
-            hook(step)
-            wal.append({"event": "delete", "file": name})
+        st = os.lstat(snap)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        raise unsafe(" is not a folder (a symlink or a file)")
+    for entry in sorted(os.listdir(snap)):
+        if problem := name_problem(entry) or entry_problem(snap / entry):
+            raise unsafe(f": {problem}")
+    wal = snap / WAL_NAME
+    if not wal.exists():
+        return _Journal({}, (), {}, (), committed=False)  # a snapshot with no WAL: nothing was written
+    try:
+        records = _read_wal(wal)
+    except (OSError, UnicodeDecodeError) as err:
+        raise unsafe(f"/{WAL_NAME}: unreadable ({type(err).__name__})") from None
+    if not records:
+        return _Journal({}, (), {}, (), committed=False)
+    if not all(isinstance(r, dict) for r in records) or records[0].get("event") != "begin":
+        raise unsafe(f"/{WAL_NAME}: not a washexp journal")
+    for record in records:
+        for name in _names_in(record):
+            if problem := name_problem(name) or entry_problem(store / name):
+                raise unsafe(f"/{WAL_NAME}: {problem}")
+    if not _well_formed(records):
+        raise unsafe(f"/{WAL_NAME}: an unknown journal shape")
+    files, created = records[0]["files"], records[0].get("created", [])
+    for name in files:
+        if not (snap / name).is_file():
+            raise unsafe(f"/{WAL_NAME}: no snapshot copy of {name!r}")
+    written = {r["file"]: r.get("sha256") for r in records if r.get("event") == "write"}
+    deleted = tuple(r["file"] for r in records if r.get("event") == "delete")
+    committed = any(r.get("event") == "commit" for r in records)
+    return _Journal(files, tuple(created), written, deleted, committed)
+
+
+def _roll_back_journal(store: Path, journal: _Journal) -> None:
+    """Undo what the journal says was done, and only that (see the module doc)."""
+    snap = store / SNAPSHOT_DIR
+    conflicts = []
+    for name, meta in journal.files.items():
+        data = (snap / name).read_bytes()
+        if sha256_bytes(data) != meta.get("sha256"):
+            raise ApplyError(f"rollback: the snapshot copy of {name} is corrupt; left in {snap} for a human")
+        now = _digest_of(store / name)
+        if now == meta["sha256"] or (name not in journal.written and name not in journal.deleted):
+            continue  # untouched by this apply, or its write never landed: nothing of ours to undo
+        if now == journal.written.get(name) or (now is None and name in journal.deleted):
+            write_atomic(store / name, data, _Mode(meta))
+        else:
+            conflicts.append(name)
+    for name in journal.created:
+        if name in journal.written and _digest_of(store / name) == journal.written[name]:
             (store / name).unlink()
-            _fsync_dir(store)
-        step = "commit"
-        hook(step)
-        after = digests(store)
-        wal.append({"event": "commit"})
-        mutating = False  # committed: a later hiccup must not undo it; recover() just clears a committed WAL
-        shutil.rmtree(snap, ignore_errors=True)
-        return Applied(tuple(sorted(writes)), tuple(deletes), before, after)
-    except BaseException as err:
-        if mutating:
-            _roll_back(store, step, err)
-        if isinstance(err, ApplyError):
-            raise ApplyError(f"{store}: apply failed at {step}: {err}") from err
-        if not isinstance(err, Exception):
-            raise  # an interrupt after a clean rollback still interrupts
-        raise ApplyError(f"{store}: apply failed at {step}: {type(err).__name__}: {err}") from err
-    finally:
-        if lock is not None:
-            lock.release()
+    if conflicts:
+        raise ApplyError(
+            f"rollback: {', '.join(conflicts)} changed since the interrupted apply; "
+            f"left as it is, the journal kept in {snap} for a human"
+        )
 
 
-def _check_unchanged(now: dict[str, str], seen: dict[str, str]) -> None:
+class _Mode:
+    """A stat-like view of a journal's mode and owner (what ``write_atomic`` copies); no set-id or
+    sticky bit is taken from a journal."""
+
+    def __init__(self, meta: dict):
+        self.st_mode, self.st_uid, self.st_gid = meta["mode"] & 0o777, meta["uid"], meta["gid"]
+
+
+def _clear(store: Path) -> None:
+    """Remove the snapshot folder and the apply's temp files (plain files of our prefix only)."""
+    snap = store / SNAPSHOT_DIR
+    if snap.is_dir() and not snap.is_symlink():
+        shutil.rmtree(snap)
+    for leftover in store.glob(TEMP_PREFIX + "*"):
+        if not leftover.is_dir() or leftover.is_symlink():
+            leftover.unlink()
+    legacy = store / LEGACY_LOCK
+    if entry_problem(legacy) is None and legacy.exists() and legacy.stat().st_size == 0:
+        legacy.unlink()  # the empty lock file earlier versions left beside every store's files
+    _fsync_dir(store)
+
+
+# ------------------------------------------------------------------------- the transaction
+
+
+class Transaction:
+    """The store folder locked for one or more changes: ``with Transaction(store) as tx: tx.apply(...)``.
+
+    Entering locks the folder and recovers a crashed apply (after :func:`check_journal`)."""
+
+    def __init__(self, store: str | Path):
+        self.store = Path(store)
+        self._fd: int | None = None
+
+    def __enter__(self) -> Transaction:
+        fd = os.open(self.store, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ApplyError(f"{self.store}: another apply holds the store; refusing to run concurrently") from None
+        self._fd = fd
+        try:
+            self.recovered = self._recover()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = None
+
+    def _recover(self) -> bool:
+        journal = check_journal(self.store)
+        if journal is None:
+            _clear(self.store)
+            return False
+        rolled = bool(journal.files or journal.created) and not journal.committed
+        with _signals_held():
+            if rolled:
+                _roll_back_journal(self.store, journal)
+            _clear(self.store)
+        return rolled
+
+    def apply(self, change: Change, seen: dict[str, str], on_step: Callable[[str], None] | None = None) -> Applied:
+        """Apply ``change`` (see the module docstring for the rule)."""
+        store, hook = self.store, on_step or (lambda _name: None)
+        step, begun = "pinned", False
+        try:
+            hook(step)
+            for name in change.touched():
+                if problem := name_problem(name) or entry_problem(store / name):
+                    raise ApplyError(f"refused: {problem}")
+            raw = {name: (store / name).read_bytes() for name in md_names(store)}
+            pinned = [n for n in change.touched() if n in raw and is_pinned(raw[n].decode("utf-8", "replace"))]
+            if pinned:
+                raise ApplyError(f"refused: {', '.join(pinned)} is pinned (frontmatter)")
+            step = "external-writer"
+            hook(step)
+            before = {name: sha256_bytes(data) for name, data in raw.items()}
+            _check_unchanged(before, seen)
+            bases = {n: change.base.get(n, seen.get(n)) for n in change.touched()}
+            moved = [n for n in change.touched() if _digest_of(store / n) != bases[n]]
+            if moved:
+                raise ApplyError(
+                    f"another writer touched the store since the plan was made (changed {', '.join(moved)})"
+                )
+            step = "snapshot"
+            hook(step)
+            begun = True  # from here a failure rolls back
+            manifest = self._snapshot(change)
+            step = "wal"
+            hook(step)
+            created = sorted(n for n in change.writes if n not in manifest)
+            wal = store / SNAPSHOT_DIR / WAL_NAME
+            begin = {"event": "begin", "version": WAL_VERSION, "files": manifest, "created": created}
+            _append(wal, {**begin, "writes": sorted(change.writes), "deletes": sorted(change.deletes)})
+            for name in sorted(change.writes):
+                step = f"write:{name}"
+                hook(step)
+                self._recheck(name, bases[name])
+                _append(wal, {"event": "write", "file": name, "sha256": sha256_bytes(change.writes[name])})
+                write_atomic(store / name, change.writes[name])
+            for name in sorted(change.deletes):
+                step = f"delete:{name}"
+                hook(step)
+                self._recheck(name, bases[name])
+                _append(wal, {"event": "delete", "file": name})
+                (store / name).unlink()
+                _fsync_dir(store)
+            step = "commit"
+            hook(step)
+            after = digests(store)
+            _append(wal, {"event": "commit"})
+            begun = False  # committed: a later hiccup must not undo it
+            with _signals_held():
+                _clear(store)
+            return Applied(_md(change.writes), _md(change.deletes), before, after)
+        except BaseException as err:
+            if begun:
+                self._roll_back(step, err)
+            if isinstance(err, ApplyError):
+                raise ApplyError(f"{store}: apply failed at {step}: {err}") from err
+            if not isinstance(err, Exception):
+                raise  # an interrupt after a clean rollback still interrupts
+            raise ApplyError(f"{store}: apply failed at {step}: {type(err).__name__}: {err}") from err
+
+    def _snapshot(self, change: Change) -> dict[str, dict]:
+        """Copy every touched file that exists into the snapshot folder, verified; its manifest."""
+        store, snap = self.store, self.store / SNAPSHOT_DIR
+        snap.mkdir()
+        manifest = {}
+        for name in change.touched():
+            try:
+                st = os.lstat(store / name)
+            except FileNotFoundError:
+                continue
+            data = (store / name).read_bytes()
+            with open(snap / name, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if sha256_bytes((snap / name).read_bytes()) != sha256_bytes(data):
+                raise ApplyError(f"snapshot: the copy of {name} does not verify")
+            mode = stat.S_IMODE(st.st_mode)
+            manifest[name] = {"sha256": sha256_bytes(data), "mode": mode, "uid": st.st_uid, "gid": st.st_gid}
+        _fsync_dir(snap)
+        return manifest
+
+    def _recheck(self, name: str, base: str | None) -> None:
+        """Just before a write or delete: still a plain file, still the bytes the change was made on."""
+        if problem := entry_problem(self.store / name):
+            raise ApplyError(f"refused: {problem}")
+        if _digest_of(self.store / name) != base:
+            raise ApplyError(f"{name} was changed by another writer during the apply")
+
+    def _roll_back(self, step: str, cause: BaseException) -> None:
+        """Undo a failed apply; if the undo fails, keep the journal so the next start finishes it."""
+        try:
+            self._recover()
+        except Exception as err:
+            raise ApplyError(
+                f"{self.store}: apply failed at {step} ({type(cause).__name__}: {cause}) and its rollback failed "
+                f"({type(err).__name__}: {err}); the journal is kept for the next start"
+            ) from err
+
+
+def _md(names) -> tuple[str, ...]:
+    return tuple(n for n in sorted(names) if n.endswith(".md"))
+
+
+def _check_unchanged(now: Mapping[str, str | None], seen: Mapping[str, str | None]) -> None:
     appeared = sorted(set(now) - set(seen))
     vanished = sorted(set(seen) - set(now))
     changed = sorted(n for n in set(now) & set(seen) if now[n] != seen[n])
@@ -303,20 +486,41 @@ def _check_unchanged(now: dict[str, str], seen: dict[str, str]) -> None:
         raise ApplyError(f"another writer touched the store since the plan was made ({'; '.join(parts)})")
 
 
-def _roll_back(store: Path, step: str, cause: BaseException) -> None:
-    """Undo a failed apply; if the undo fails, keep WAL + snapshot so ``recover`` can finish."""
-    snap = store / SNAPSHOT_DIR
+def plan_change(raw: Mapping[str, bytes], plan: Plan) -> Change:
+    """The change ``plan`` makes to the ``*.md`` files ``raw`` (name -> bytes); ``ApplyError`` if it cannot."""
+    files = {name: data.decode("utf-8") for name, data in raw.items()}
     try:
-        records = _Wal.read(snap / WAL_NAME) if (snap / WAL_NAME).exists() else []
-        if records and records[0].get("event") == "begin":
-            _restore(store, snap, records[0]["files"])
-        else:  # failed before the WAL: nothing in the store was touched
-            for leftover in store.glob(TEMP_PREFIX + "*"):
-                leftover.unlink()
-        if snap.exists():
-            shutil.rmtree(snap)
+        new_texts = apply_to_texts(files, plan)
+    except PlanError as err:
+        raise ApplyError(f"refused: {err}") from None
+    writes = {n: t.encode("utf-8") for n, t in new_texts.items() if t != files[n]}
+    deletes = tuple(sorted(set(files) - set(new_texts)))
+    return Change(writes, deletes, {n: sha256_bytes(raw[n]) for n in {*writes, *deletes}})
+
+
+def recover(store: str | Path) -> bool:
+    """Roll a store back after a crashed apply; True when a rollback was needed and done.
+
+    Takes the store lock (refused with ``ApplyError`` while an apply runs); a journal that is not
+    confined to the store raises :class:`UnsafeStore` before anything is touched.
+    """
+    with Transaction(store) as tx:
+        return tx.recovered
+
+
+def apply_plan(
+    store: str | Path, plan: Plan, seen: dict[str, str], *, on_step: Callable[[str], None] | None = None
+) -> Applied:
+    """Apply one plan to ``store`` as one transaction (see the module docstring)."""
+    hook = on_step or (lambda _name: None)
+    try:
+        hook("lock")
     except Exception as err:
-        raise ApplyError(
-            f"{store}: apply failed at {step} ({type(cause).__name__}: {cause}) and its rollback failed "
-            f"({type(err).__name__}: {err}); the WAL and snapshot are kept: run recover()"
-        ) from err
+        raise ApplyError(f"{store}: apply failed at lock: {type(err).__name__}: {err}") from err
+    with Transaction(store) as tx:
+        raw = {name: (tx.store / name).read_bytes() for name in md_names(tx.store)}
+        try:
+            change = plan_change(raw, plan)
+        except ApplyError as err:
+            raise ApplyError(f"{tx.store}: apply failed at plan: {err}") from None
+        return tx.apply(change, seen, hook)

@@ -20,8 +20,8 @@ a trailing newline counts one more line; an index over the budget keeps its byte
 by ``mech_fat``. Every token figure is the caliper heuristic (``~est``), not a real count.
 
 The command keeps the gauge's state (``washexp.wash.gauge``: ``<store>/.washexp-gauge.json`` unless
-``--state`` names another non-``.md`` file), writing it only when the verdict changed it, before
-anything is printed.
+``--state`` names another non-``.md`` file; a store under ``fixtures/`` keeps none), writing it
+only when the verdict changed it, before anything is printed.
 
 Exit codes: 0 measured; 1 could not finish (the gauge state could not be written); 2 a usage or
 input error found before any work (missing or unreadable store, bad state file, unknown gauge).

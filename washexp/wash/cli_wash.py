@@ -19,10 +19,16 @@ the fidelity gate blocks any unapproved drop). The rules of the command:
 - Output: a short summary (band, counts, files written and deleted, what was blocked or refused),
   or with ``--json`` the receipt (``Receipt.to_dict``) plus the run's settings.
 
+The whole wash is one transaction (``washexp.wash.apply``): SIGINT or SIGTERM before it commits
+rolls it back at once; after a SIGKILL, the next wash of the store rolls it back first. Scratch
+folders a killed wash left in the system temp folder are removed when the next wash starts.
+
 Exit codes: 0 the wash ran (applied, or nothing to clean); 1 it could not finish: the fidelity
-gate blocked a plan, the apply refused or rolled back (a pinned file, another writer), or the
-washer failed; 2 a usage or input error found before any work (missing folder, not a store,
-unknown operator, gauge or washer, a bad ``--washer-arg``, no terminal for ``interactive``, a bad
+gate blocked a plan, the apply refused or rolled back (a pinned file, another writer), the
+washer failed, or a signal stopped it; 2 a usage or input error found before any work (missing
+folder, not a store, a store file name that is not a plain ``NAME.md`` or a file that is not
+UTF-8, a journal or snapshot naming a path outside the store, a corrupt ``keeps.json``, unknown
+operator, gauge or washer, a bad ``--washer-arg``, no terminal for ``interactive``, a bad
 ``expected.json``). Every error is one line on stderr, never a traceback.
 """
 
@@ -31,18 +37,21 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from washexp.errors import WashexpError
-from washexp.wash.files import md_names
+from washexp.wash.apply import Terminated, check_journal
+from washexp.wash.files import read_md
 from washexp.wash.gauge import DEFAULT_GAUGE, load_gauge
+from washexp.wash.keeps import read_keeps
 from washexp.wash.operators import OPERATORS, Interactive, Operator, make_operator
 from washexp.wash.pipeline import Receipt, wash
+from washexp.wash.scratch import scratch_dir, sweep_scratch
 from washexp.wash.stores import EXPECTED, load_expected
 
 PROG = "washexp wash"
@@ -95,10 +104,13 @@ def washer_args(pairs: list[str]) -> dict[str, object]:
 
 
 def _check_store(store: Path) -> None:
+    """Before any work: a store folder whose names, encoding, journal and keeps can be trusted."""
     if not store.is_dir():
         raise _UsageError(f"{store}: no such store folder")
-    if not md_names(store):
+    if not read_md(store):  # a hostile name or a non-UTF-8 file is one FixtureError line
         raise _UsageError(f"{store}: not a store (no top-level *.md files)")
+    check_journal(store)  # a journal naming a path outside the store: UnsafeStore, nothing touched
+    read_keeps(store)
 
 
 def _ask_on_stderr(prompt: str) -> str:
@@ -168,12 +180,16 @@ def summary(receipt: Receipt, args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def _terminated(_signum: int, _frame: object) -> None:
+    raise Terminated  # where the process is: a running apply rolls back, as on SIGINT
+
+
 def _run(args: argparse.Namespace, operator: Operator, washer: Any) -> Receipt:
     the_gauge = load_gauge(args.gauge)
     if not args.dry_run:
         return wash(args.store, washer, the_gauge, operator, tier=args.tier)
-    with tempfile.TemporaryDirectory(prefix="washexp-dry-run-") as tmp:
-        copy = Path(tmp) / args.store.resolve().name
+    with scratch_dir("dry-run") as tmp:
+        copy = tmp / args.store.resolve().name
         shutil.copytree(args.store, copy, symlinks=True)
         return wash(copy, washer, the_gauge, operator, tier=args.tier)
 
@@ -191,8 +207,13 @@ def main(argv: list[str] | None = None) -> int:
     except (_UsageError, WashexpError) as err:
         print(f"{PROG}: {err}", file=sys.stderr)
         return 2
+    signal.signal(signal.SIGTERM, _terminated)
+    sweep_scratch()  # the scratch folders a killed wash left in the temp folder
     try:
         receipt = _run(args, operator, washer)
+    except (KeyboardInterrupt, Terminated):
+        print(f"{PROG}: {args.store}: interrupted; the wash is rolled back unless it had committed", file=sys.stderr)
+        return 1
     except (WashexpError, OSError, UnicodeDecodeError) as err:
         print(f"{PROG}: {_one_line(err)}", file=sys.stderr)
         return 1

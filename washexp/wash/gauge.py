@@ -29,7 +29,9 @@ sessionsPerDay comes from the state (default 1), clamped to [0.1, 20].
 
 State lives in ``<store>/.washexp-gauge.json`` (``STATE_NAME``): a JSON file, never a ``*.md``, so
 the scorer, the no-op check and the caliper never see it. It is written atomically (temp file in
-the same folder, then rename).
+the same folder, then rename). A store under a ``fixtures/`` folder is committed input whose
+identity is its content, so no state is kept in it (each measurement starts fresh) unless a
+``--state`` file elsewhere is named.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from washexp.registry import unknown_name
 DEFAULT_GAUGE = "coalwash-1.0"
 STATE_NAME = ".washexp-gauge.json"
 STATE_SCHEMA = 1
+FIXTURES = "fixtures"
 
 SESSIONS_PER_DAY_MIN = 0.1
 SESSIONS_PER_DAY_MAX = 20.0
@@ -158,8 +161,11 @@ class GaugeState:
         return cls(armed=armed, floor_tokens=floor, sessions_per_day=float(spd))
 
 
-def state_path(store: str | Path) -> Path:
-    """Where a store's gauge state lives: ``<store>/.washexp-gauge.json`` (not a ``*.md``)."""
+def state_path(store: str | Path) -> Path | None:
+    """Where a store's gauge state lives: ``<store>/.washexp-gauge.json`` (not a ``*.md``); None
+    for a store under a ``fixtures/`` folder, which keeps no state."""
+    if FIXTURES in Path(store).resolve().parts[:-1]:
+        return None
     return Path(store) / STATE_NAME
 
 
@@ -169,8 +175,10 @@ def _check_not_md(path: Path) -> None:
 
 
 def load_state(store: str | Path, path: str | Path | None = None) -> GaugeState:
-    """The store's gauge state; a fresh ``GaugeState()`` when there is no file yet."""
+    """The store's gauge state; a fresh ``GaugeState()`` when there is no file yet (or none is kept)."""
     path = Path(path) if path is not None else state_path(store)
+    if path is None:
+        return GaugeState()
     _check_not_md(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -185,9 +193,12 @@ def load_state(store: str | Path, path: str | Path | None = None) -> GaugeState:
     return GaugeState.from_dict(data, str(path))
 
 
-def save_state(store: str | Path, state: GaugeState, path: str | Path | None = None) -> Path:
-    """Write the state atomically (same-folder temp file, then rename); return its path."""
+def save_state(store: str | Path, state: GaugeState, path: str | Path | None = None) -> Path | None:
+    """Write the state atomically (same-folder temp file, then rename); return its path (None: the
+    store keeps no state, nothing is written)."""
     path = Path(path) if path is not None else state_path(store)
+    if path is None:
+        return None
     _check_not_md(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -211,31 +211,43 @@ def read_frontmatter(text: str) -> tuple[str, str]:
     return "closed", s[start : end.start()]
 
 
-def _key(body: str) -> tuple[str, bool] | None:
-    """(key, strict) of a ``key: value`` line; strict = the colon is followed by whitespace or the end."""
+def _key(body: str) -> tuple[str, str, bool] | None:
+    """(key, value, strict) of a ``key: value`` line; strict = the colon is followed by whitespace
+    or the end, else the first colon anywhere separates (a loose key)."""
     if not _KEY_FIRST.match(body):
         return None
     sep = _KEY_SEP.search(body)
-    if sep:
-        return body[: sep.start()].rstrip(WS_CHARS), True
-    at = body.find(":")
-    return (body[:at].rstrip(WS_CHARS), False) if at >= 0 else None
+    at = sep.start() if sep else body.find(":")
+    return (body[:at].rstrip(WS_CHARS), body[at + 1 :], sep is not None) if at >= 0 else None
 
 
-def frontmatter_keys(text: str) -> tuple[list[str], bool]:
-    """(top-level keys, incomplete). Top level is the block's own root column (or column 0).
+@dataclass(frozen=True)
+class FrontmatterEntry:
+    key: str
+    value: str
+    strict: bool
+    top: bool
+    """At the block's own root column (or column 0)."""
 
-    Only strict mapping keys count. Blank lines, comments, tab-indented lines, lines deeper than the
-    root and sequence items are skipped. ``incomplete`` is True when the block is unverifiable: an
-    empty key list then means "could not look", not "no keys".
+
+def frontmatter_entries(block: str) -> tuple[list[FrontmatterEntry], str | None]:
+    """The one reading of a frontmatter block: its key lines, and why it is not provably readable
+    (None when every line is accounted for).
+
+    Blank lines, comments, lines deeper than the root column (set by the first key line) and
+    sequence items are understood by position. A bare CR, a tab in an indentation, a root line that
+    is no key, a key line indented less than the root, or a top-level key with a character outside
+    printable ASCII or opening with a YAML indicator make the block unreadable (its entries are
+    still returned: the census keeps what it could read; the pin reader refuses).
     """
-    state, block = read_frontmatter(text)
-    if state != "closed":
-        return [], state == "unverifiable"
-    keys: dict[str, None] = {}
+    entries: list[FrontmatterEntry] = []
+    problems: list[str] = ["a bare CR line break"] if re.search(r"\r(?!\n)", block) else []
     root: int | None = None
     for line in lines(block):
-        if not _NOT_WS.search(line) or re.match(r"[ ]*\t", line):
+        if not _NOT_WS.search(line):
+            continue
+        if re.match(r"[ ]*\t", line):
+            problems.append(f"a tab in the indentation of {line!r}")
             continue
         indent = len(line) - len(line.lstrip(" "))
         body = line[indent:]
@@ -246,9 +258,30 @@ def frontmatter_keys(text: str) -> tuple[list[str], bool]:
         if indent > root or _SEQ_ITEM.fullmatch(body):
             continue
         parsed = _key(body)
-        if parsed and parsed[1] and (indent == root or indent == 0):
-            keys[parsed[0]] = None
-    return list(keys), False
+        if parsed is None:
+            problems.append(f"{line!r} is no key, comment or list item")
+            continue
+        top = indent == root or indent == 0
+        if indent < root:
+            problems.append(f"{line!r} is indented less than the block's first key")
+        if top and (re.search(r"[^\x20-\x7e]", parsed[0]) or re.match(r"[,\[\]{}&*!|>%@`?]", parsed[0])):
+            problems.append(f"the top-level key of {line!r} is not a plain ASCII key")
+        entries.append(FrontmatterEntry(parsed[0], parsed[1], parsed[2], top))
+    return entries, (problems[0] if problems else None)
+
+
+def frontmatter_keys(text: str) -> tuple[list[str], bool]:
+    """(top-level keys, incomplete). Top level is the block's own root column (or column 0).
+
+    Only strict mapping keys count (:func:`frontmatter_entries`; an unreadable line is skipped, a
+    census keeps what it could read). ``incomplete`` is True when the block is unverifiable: an
+    empty key list then means "could not look", not "no keys".
+    """
+    state, block = read_frontmatter(text)
+    if state != "closed":
+        return [], state == "unverifiable"
+    entries, _unreadable = frontmatter_entries(block)
+    return list(dict.fromkeys(e.key for e in entries if e.strict and e.top)), False
 
 
 # --- evidence anchors (class 10) ---------------------------------------------------------------

@@ -9,11 +9,16 @@ pinned refusal, external-writer abort, snapshot + WAL, atomic writes, deletes la
 
 Both tiers are judged in memory before anything is written: the quick tier's plan passes the
 operator and the gate, the washer proposes on the texts the judged quick plan leaves, its plan
-passes the same judges, and only then are the two applied, quick first, each as its own
-transaction. So a washer that raises leaves every ``*.md`` file byte-identical (the error
-propagates as one line), and a blocked full tier keeps the quick tier's mechanical clean-up. A
-store file changed by anyone else after it was read (the washer too) aborts the apply that
-meets it.
+passes the same judges, and only then do both tiers' edits and the new keeps land as **one
+transaction** (``washexp.wash.apply``): all of it, or nothing. The store is locked for the whole
+wash. So a washer that raises leaves every ``*.md`` file byte-identical (the error propagates as
+one line), a blocked full tier keeps the quick tier's mechanical clean-up, and an interrupt or a
+crash at any point leaves the store as it was before the wash or as it is after it. A store file
+changed by anyone else after it was read (the washer too) aborts the apply.
+
+A washer's item on a file that is not a plain store file (``..md``, a symlink, a name the store
+does not have) is refused and named in the receipt; the rest of the plan goes on. A new keep with
+a bad target is refused and noted; the latest keep of a target wins (``washexp.wash.keeps``).
 
 What the operator may approve: the deletes, and the value drops the plan's deletes entail or
 the plan itself declares in ``approved_drops``. A drop neither entails nor declares (a rewrite
@@ -23,9 +28,9 @@ plan writes nothing and the receipt names the values it would have dropped; as C
 revises a blocked plan, the items whose own edit drops a value are then taken out (named in
 ``blocked``) and the rest is gated again.
 
-The quick tier leaves ``pinned: true`` files alone (its items on them are dropped with a note);
-a washer's item on a pinned file is refused by the apply with one ``ApplyError`` line, before
-either tier writes anything.
+The quick tier leaves pinned files (``washexp.wash.pins``) alone (its items on them are dropped
+with a note); a washer's item on a pinned file is refused by the apply with one ``ApplyError``
+line, before either tier writes anything.
 
 ``gates=False`` is for control arms only (the plain-compress control): no fidelity gate, no
 keeps, no LEAN stop; the human gate still shows every delete, whole-file ones included, and the
@@ -34,8 +39,6 @@ apply still holds.
 
 from __future__ import annotations
 
-import json
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,12 +47,13 @@ from washexp.errors import WashexpError
 from washexp.hashing import sha256_bytes
 from washexp.wash import apply as transaction
 from washexp.wash import caliper, gate, gauge, quick
-from washexp.wash.files import joined, md_names
+from washexp.wash.files import decode, joined, md_name_problem, read_md_bytes
+from washexp.wash.keeps import KEEPS, dump, keep_problem, merged, read_keeps
 from washexp.wash.operators import Decision, Delete, Operator, Review
 from washexp.wash.plan import Plan, PlanItem, apply_to_texts, split_lines
+from washexp.wash.scratch import scratch_dir
 from washexp.wash.washer import Keep, Proposal, Washer, target_of
 
-KEEPS = "keeps.json"
 DELETE_OPS = ("delete", "delete-file")
 
 
@@ -142,7 +146,7 @@ def _judged(plan: Plan, files: dict[str, str], operator: Operator, gates: bool, 
     decision: Decision = operator.review(review)
     refused = {i for i, _ in decision.refused} | {d.index for d in review.deletes if d.index not in decision.approved}
     why = dict(decision.refused)
-    step.refused = [{**plan.items[i].to_dict(), "why": why.get(i, "not approved")} for i in sorted(refused)]
+    step.refused += [{**plan.items[i].to_dict(), "why": why.get(i, "not approved")} for i in sorted(refused)]
     kept = tuple(it for i, it in enumerate(plan.items) if i not in refused)
     approved = sorted(set(decision.approved_drops) & set(review.drops))  # nothing beyond what was shown
     step.approved_drops = approved
@@ -183,13 +187,6 @@ def _judge_tier(files: dict[str, str], plan: Plan, operator: Operator, gates: bo
     return judged if judged is not None and judged.items else None
 
 
-def _apply_tier(store: Path, plan: Plan, seen: dict[str, str], step: Step, receipt: Receipt) -> None:
-    applied = transaction.apply_plan(store, plan, seen)
-    step.applied = [it.to_dict() for it in plan.items]
-    receipt.written += [name for name in applied.written if name not in receipt.written]
-    receipt.deleted += list(applied.deleted)
-
-
 def _unpinned(plan: Plan, files: dict[str, str]) -> Plan:
     """The quick plan without its items on pinned files: a mechanical tier never trips the pin."""
     pinned = sorted({it.file for it in plan.items if transaction.is_pinned(files[it.file])})
@@ -200,18 +197,11 @@ def _unpinned(plan: Plan, files: dict[str, str]) -> Plan:
     return Plan(items, plan.approved_drops, plan.washer, notes)
 
 
-def _refuse_pinned(plan: Plan | None, files: dict[str, str]) -> None:
-    """Refuse a plan that edits a pinned file before any tier writes (the apply would refuse it too)."""
-    pinned = sorted({it.file for it in plan.items if transaction.is_pinned(files[it.file])}) if plan else []
-    if pinned:
-        raise transaction.ApplyError(f"refused: {', '.join(pinned)} is pinned (frontmatter pinned: true)")
-
-
 def _propose(washer: Washer, files: dict[str, str], keeps: tuple[Keep, ...]) -> Proposal:
     """The washer's proposal; anything it raises comes back as one line (a WashexpError as is)."""
     try:
-        with tempfile.TemporaryDirectory(prefix="washexp-washer-") as scratch:
-            return washer.propose(dict(files), keeps, Path(scratch))
+        with scratch_dir("washer") as scratch:
+            return washer.propose(dict(files), keeps, scratch)
     except WashexpError:
         raise
     except Exception as err:
@@ -219,20 +209,33 @@ def _propose(washer: Washer, files: dict[str, str], keeps: tuple[Keep, ...]) -> 
         raise WasherError(f"washer {washer.name} failed: {type(err).__name__}: {first}".rstrip(": ")) from err
 
 
-def _digests(files: dict[str, str]) -> dict[str, str]:
-    return {name: sha256_bytes(text.encode("utf-8")) for name, text in files.items()}
+def _confined(plan: Plan, files: dict[str, str], step: Step) -> Plan:
+    """The plan without its items on a file that is not a plain store file (``..md``, a symlink,
+    a name the store does not have): each is refused and named in the receipt; the round goes on."""
+    bad = {i: why for i, it in enumerate(plan.items) if (why := _outside(it.file, files))}
+    step.refused += [{**plan.items[i].to_dict(), "why": why} for i, why in bad.items()]
+    if not bad:
+        return plan
+    kept = tuple(it for i, it in enumerate(plan.items) if i not in bad)
+    return Plan(kept, plan.approved_drops, plan.washer, plan.notes)
 
 
-def read_keeps(store: Path) -> tuple[Keep, ...]:
-    path = store / KEEPS
-    if not path.is_file():
-        return ()
-    return tuple(Keep(**k) for k in json.loads(path.read_text(encoding="utf-8")))
+def _outside(name: str, files: dict[str, str]) -> str | None:
+    if problem := md_name_problem(name):
+        return f"refused: {problem}"
+    return None if name in files else f"refused: {name!r} is not a plain file of the store"
 
 
-def _write_keeps(store: Path, keeps: tuple[Keep, ...]) -> None:
-    data = json.dumps([asdict(k) for k in keeps], indent=1, ensure_ascii=False) + "\n"
-    transaction.write_atomic(store / KEEPS, data.encode("utf-8"))
+def _change(store: Path, raw: dict[str, bytes], final: dict[str, str], keeps: bytes | None) -> transaction.Change:
+    """Both tiers' edits and the new keeps, as one change of the store folder."""
+    writes = {n: t.encode("utf-8") for n, t in final.items() if t.encode("utf-8") != raw[n]}
+    deletes = tuple(sorted(set(raw) - set(final)))
+    base: dict[str, str | None] = {n: sha256_bytes(raw[n]) for n in (*writes, *deletes)}
+    if keeps is not None:
+        writes[KEEPS] = keeps
+        old = store / KEEPS
+        base[KEEPS] = sha256_bytes(old.read_bytes()) if old.exists() else None
+    return transaction.Change(writes, deletes, base)
 
 
 def wash(
@@ -244,9 +247,14 @@ def wash(
     tier: str = "full",
     gates: bool = True,
 ) -> Receipt:
-    """Wash ``store`` in place (the caller hands it a scratch copy; see the module doc)."""
+    """Wash ``store`` in place, as one transaction (see the module doc)."""
     store = Path(store)
-    transaction.recover(store)
+    with transaction.Transaction(store) as tx:  # the store is locked, a crashed wash rolled back
+        return _wash(tx, washer, the_gauge, operator, tier, gates)
+
+
+def _wash(tx: transaction.Transaction, washer: Washer | None, the_gauge, operator: Operator, tier: str, gates: bool):
+    store = tx.store
     m = caliper.measure(store)
     state = gauge.load_state(store)
     verdict = the_gauge.verdict(m, state)
@@ -255,35 +263,39 @@ def wash(
     if gates and verdict.band == "LEAN":
         receipt.stopped = "LEAN — nothing to clean"
         return receipt
-    raw = {name: (store / name).read_bytes() for name in md_names(store)}  # one read: texts and digests agree
-    files = {name: data.decode("utf-8") for name, data in raw.items()}
+    raw = read_md_bytes(store)  # one read: texts and digests agree
+    files = decode(store, raw)
     seen = {name: sha256_bytes(data) for name, data in raw.items()}
     q = Step("quick")
     receipt.steps.append(q)
     quick_plan = _judge_tier(files, _unpinned(quick.quick_plan(files), files), operator, gates, q)
     washed = apply_to_texts(files, quick_plan) if quick_plan else files
-    full_plan, full, new_keeps = None, None, ()
+    final, new_keeps, full, full_plan = washed, None, None, None
     if tier == "full" and washer is not None:
         keeps = read_keeps(store) if gates else ()
         proposal = _propose(washer, washed, keeps)
         receipt.cost_tokens += proposal.cost_tokens
         receipt.artifacts |= proposal.artifacts
-        excluded = {k.target for k in keeps}
-        items = tuple(it for it in proposal.plan.items if target_of(it, washed) not in excluded)
         full = Step("full", notes=list(proposal.notes))
         receipt.steps.append(full)
-        plan = Plan(items, proposal.plan.approved_drops, proposal.plan.washer or washer.name, proposal.plan.notes)
+        confined = _confined(proposal.plan, washed, full)
+        excluded = {k.target for k in keeps}
+        items = tuple(it for it in confined.items if target_of(it, washed) not in excluded)
+        plan = Plan(items, confined.approved_drops, confined.washer or washer.name, confined.notes)
         full_plan = _judge_tier(washed, plan, operator, gates, full)
-        _refuse_pinned(full_plan, washed)
+        final = apply_to_texts(washed, full_plan) if full_plan else washed
         if gates:
-            new_keeps = tuple({k.target: k for k in proposal.keeps if k.target not in excluded}.values())
-            new_keeps = keeps + new_keeps if new_keeps else ()
-    if quick_plan:
-        _apply_tier(store, quick_plan, seen, q, receipt)
-    if full_plan and full is not None:
-        _apply_tier(store, full_plan, _digests(washed), full, receipt)
-    if new_keeps:
-        _write_keeps(store, new_keeps)
+            bad = [(k, why) for k in proposal.keeps if (why := keep_problem(k))]
+            full.notes += [f"keep refused ({why}): {k.target!r}" for k, why in bad]
+            fresh = tuple(k for k in proposal.keeps if not keep_problem(k))
+            new_keeps = merged(keeps, fresh) if fresh else None
+    change = _change(store, raw, final, dump(new_keeps) if new_keeps else None)
+    if change.writes or change.deletes:
+        applied = tx.apply(change, seen)
+        receipt.written, receipt.deleted = list(applied.written), list(applied.deleted)
+        for step, plan in ((q, quick_plan), (full, full_plan)):
+            if step is not None and plan is not None:
+                step.applied = [it.to_dict() for it in plan.items]
     if receipt.applied:
         after = caliper.measure(store)
         gauge.save_state(store, the_gauge.after_wash(after, gauge.load_state(store)))

@@ -22,7 +22,7 @@ from washexp.hashing import sha256_bytes, tree_digest
 from washexp.inputs import bare_name, load_json
 from washexp.needles import norm
 from washexp.registry import unknown_name
-from washexp.wash.files import joined, md_names, read_md
+from washexp.wash.files import joined, read_md
 
 FAT_CLASSES = ("duplicate", "near-dup", "over-verbose", "superseded", "done-point-in-time", "retired-key", "hedging")
 """The fat classes of CoalWash's fixtures; any other class is a typo."""
@@ -220,19 +220,6 @@ def check_contents(files: dict[str, str], expected: Expected, folder: Path) -> N
                     )
 
 
-def _read_files(folder: Path) -> dict[str, str]:
-    try:
-        return read_md(folder)
-    except UnicodeDecodeError:
-        for name in md_names(folder):
-            try:
-                (folder / name).read_bytes().decode("utf-8")
-            except UnicodeDecodeError as err:
-                bad = err.object[err.start]
-                raise FixtureError(folder / name, None, f"not UTF-8 (byte 0x{bad:02x} at offset {err.start})") from None
-        raise
-
-
 def _digest(folder: Path) -> str:
     entries = {
         p.relative_to(folder).as_posix(): sha256_bytes(p.read_bytes()) for p in sorted(folder.rglob("*")) if p.is_file()
@@ -253,7 +240,7 @@ def load_store(folder: str | Path) -> Store:
     if not folder.is_dir():
         raise FixtureError(folder, None, "not a folder")
     expected = load_expected(folder / EXPECTED)
-    files = _read_files(folder)
+    files = read_md(folder)  # plain NAME.md names, UTF-8, each problem named
     check_contents(files, expected, folder)
     return Store(folder.name, folder, files, expected, _digest(folder))
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from washexp.runner import Result, Work, run_group
 from washexp.wash import caliper, gauge, pipeline, rounds, sawtooth, summary
 from washexp.wash.feed import feed_folder, load_feed
 from washexp.wash.operators import make_operator
+from washexp.wash.scratch import scratch_dir, sweep_scratch
 from washexp.wash.stores import Store, load_stores
 
 log = logging.getLogger("washexp")
@@ -93,6 +93,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
     washer_model = _washer_model(cfg, sweep, dict(w.washer))
     _washer(dict(w.washer), washer_model)
     make_operator(w.operator, ())
+    sweep_scratch()  # the scratch copies a killed run left in the temp folder
     gauge_name = w.gauge.get("name", "?")
     washer_name = w.washer.get("name", "?")
     served = washer_model.spec if washer_model is not None else None  # what a local model is
@@ -147,7 +148,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         manifest = {"feed": feed_files, "source": source}
 
         def compute(work: Work) -> Result:
-            with tempfile.TemporaryDirectory(prefix="washexp-sawtooth-") as tmp:
+            with scratch_dir("sawtooth") as tmp:  # named so a killed run's copy is swept later
                 muscle = tuple((n["id"], n["needle"]) for n in _feed_muscle(feed, m.sessions))
                 operator = make_operator(w.operator, muscle)
                 washer = _washer(dict(w.washer), washer_model)
@@ -185,7 +186,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
             def wash(d: Path):
                 return pipeline.wash(d, washer, arm_gauge, operator, tier="full", gates=w.gates)
 
-            with tempfile.TemporaryDirectory(prefix="washexp-wash-") as tmp:
+            with scratch_dir("wash") as tmp:
                 scratch = rounds.scratch_copy(store.path, Path(tmp) / name, store.files)
                 start = caliper.measure(scratch).total_tokens_est
                 rds = rounds.loop(scratch, store.files, expected, name, wash, m.rounds, m.dry_stop, cfg.model.name)
