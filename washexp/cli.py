@@ -22,6 +22,7 @@ import webbrowser
 from pathlib import Path
 
 from washexp.errors import ConfigError, WashexpError
+from washexp.masking import guarded_streams
 
 
 def _date(text: str) -> str:
@@ -177,7 +178,13 @@ PASSTHROUGH_HELP = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """The command, its output masked and safe from a closed pipe (``| head``: no traceback, the
+    command's own exit code)."""
+    with guarded_streams():
+        return _main(sys.argv[1:] if argv is None else list(argv))
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] in PASSTHROUGH:
         import importlib
 
