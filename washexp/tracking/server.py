@@ -20,6 +20,7 @@ takes its server with it.
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import os
 import subprocess
 import sys
@@ -50,16 +51,22 @@ def _log_config() -> Path:
 
 
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
-WILDCARDS = ("0.0.0.0", "::", "")
 
 
 def allowed_hosts(host: str, port: int, extra: Sequence[str] = ()) -> list[str]:
     """The Host headers the server answers: each loopback name and the bound address (an IPv6
-    one in brackets; not a wildcard such as 0.0.0.0), bare and with ``:port``, then ``extra``
-    as given (MLflow matches an entry holding ``*`` as a pattern)."""
+    one in brackets; not the unspecified address, which names every interface), bare and with
+    ``:port``, then ``extra`` as given (MLflow matches an entry holding ``*`` as a pattern)."""
     bound = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    names = dict.fromkeys([*LOOPBACK, *([] if host in WILDCARDS else [bound])])
+    names = dict.fromkeys([*LOOPBACK, *([] if _unspecified(host) else [bound])])
     return [h for name in names for h in (name, f"{name}:{port}")] + [h for h in extra if h]
+
+
+def _unspecified(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:  # a name
+        return not host
 
 
 def settings(backend_store_uri: str, artifacts: Path | None = None, hosts: Sequence[str] = ()) -> dict[str, str]:

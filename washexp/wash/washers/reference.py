@@ -361,7 +361,7 @@ def near_dup_edits(
         if sh:
             units.append((doc, unit, toks, sh))
     counts = Counter(s for *_, sh in units for s in sh)
-    rank = {s: r for r, s in enumerate(sorted(counts, key=lambda s: (counts[s], s)))}
+    rank = {s: r for r, s in enumerate(sorted(counts, key=counts.__getitem__))}  # ties: first seen first
     kept: list[tuple[Doc, Unit, frozenset, list[str]]] = []
     by_shingle: dict[tuple[str, ...], list[int]] = {}
     edits = []
