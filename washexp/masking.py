@@ -31,9 +31,11 @@ _declared: set[str] = set()
 
 
 def declare(name: str) -> None:
-    """``name`` holds a secret from now on in this process (a configured key's variable)."""
+    """``name`` holds a secret from now on in this process (a configured key's variable); its log
+    records are masked from now on too (a parallel launcher's worker runs no ``guarded_streams``)."""
     if name:
         _declared.add(name)
+    mask_logging()
 
 
 def is_secret(name: str) -> bool:
