@@ -2,9 +2,10 @@
 
 The trap (issue 23): the pass compared each unit with every earlier unit sharing any shingle, so
 a boilerplate opening made it quadratic (0.25 / 0.5 / 1 MB topic file: 8 / 35 / 136 s). The pass
-now probes only each unit's rarest shingles (prefix filtering). :func:`all_pairs` below is the
-old pass, kept here verbatim as the oracle: on every committed store and on random stores (many
-near-copies, pinned files, every shingle size and threshold) the washer's edits are the same.
+now probes only each unit's rarest shingles (prefix filtering); :func:`all_pairs` is the same
+loop probing every shingle, the old pass, as the oracle: on every committed store and on random
+stores (many near-copies, pinned files, every shingle size and threshold) the washer's edits are
+the same.
 """
 
 from __future__ import annotations
@@ -18,39 +19,12 @@ from hypothesis import strategies as st
 import washexp.wash.washers.reference as reference
 from tests.conftest import ROOT
 from washexp.wash.files import read_md
-from washexp.wash.washers.reference import Doc, Edit, ReferenceWasher, Unit, _prose, shingles, words
+from washexp.wash.washers.reference import Edit, ReferenceWasher, near_dup_edits
 
 
-def all_pairs(docs: dict[str, Doc], free: dict[str, list[int]], shingle_words: int, threshold: float) -> list[Edit]:
+def all_pairs(docs, free, shingle_words: int, threshold: float) -> list[Edit]:
     """The pass as it was: every earlier surviving unit sharing any shingle is a candidate."""
-    order = [(d, i) for d in docs.values() if d.pinned for i, u in enumerate(d.units) if _prose(d, u)]
-    order += [(docs[name], i) for name, idx in free.items() for i in idx]
-    kept: list[tuple[Doc, Unit, frozenset, list[str]]] = []
-    by_shingle: dict[tuple[str, ...], list[int]] = {}
-    edits = []
-    for doc, i in order:
-        unit = doc.units[i]
-        toks = words(unit.text(doc))
-        sh = shingles(toks, shingle_words)
-        if not sh:
-            continue
-        best = None
-        for k in sorted({k for s in sh for k in by_shingle.get(s, ())}):
-            other = kept[k][2]
-            jac = len(sh & other) / len(sh | other)
-            if jac >= threshold and (best is None or jac > best[0]):
-                best = (jac, k)
-        if best is not None and not doc.pinned:
-            jac, k = best
-            odoc, ounit, _, otoks = kept[k]
-            what = "duplicate" if toks == otoks else f"near-dup (Jaccard {jac:.2f})"
-            reason = f"{what} of {odoc.name}:{ounit.lo + 1}"
-            edits.append(Edit(doc.name, unit.lo, unit.hi, "duplicate", reason, unit=unit))
-            continue
-        for s in sh:
-            by_shingle.setdefault(s, []).append(len(kept))
-        kept.append((doc, unit, sh, toks))
-    return edits
+    return near_dup_edits(docs, free, shingle_words, threshold, all_pairs=True)
 
 
 def both(files: dict[str, str], washer: ReferenceWasher, monkeypatch) -> tuple[list, list]:

@@ -37,6 +37,25 @@ def leaks_in(folder: Path) -> list[str]:
     ]
 
 
+def _one_arm(url: str, written: Path, store: Path) -> list[str]:
+    """One small S arm on the model path: recordings and Hydra's outputs in ``written``, the
+    tracking store in ``store``."""
+    return [
+        "method=S",
+        "topn=1",
+        f"task={TASK}",
+        "model=openai",
+        "model.name=qwen-test",
+        "model.generations=1",
+        "model.answers_per_context=1",
+        f"endpoint.base_url={url}",
+        f"endpoint.recordings={written / 'recordings'}",
+        f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
+        f"tracking.artifacts={store / 'mlruns'}",
+        f"hydra.run.dir={written / 'outputs'}",
+    ]
+
+
 def test_a_planted_key_reaches_the_endpoint_and_nothing_else(tmp_path, capfd, monkeypatch):
     root = make_project(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -45,20 +64,7 @@ def test_a_planted_key_reaches_the_endpoint_and_nothing_else(tmp_path, capfd, mo
     script = Script(tasks_root=root / "fixtures" / "compaction")
     with serve(script) as url:
         code = run_py(
-            [
-                "method=S",
-                "topn=1",
-                f"task={TASK}",
-                "model=openai",
-                "model.name=qwen-test",
-                "model.generations=1",
-                "model.answers_per_context=1",
-                f"endpoint.base_url={url}",
-                f"endpoint.recordings={written / 'recordings'}",
-                f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
-                f"tracking.artifacts={store / 'mlruns'}",
-                f"hydra.run.dir={written / 'outputs'}",
-            ],
+            _one_arm(url, written, store),
             root=root,
         )
     assert code == 0
@@ -146,20 +152,7 @@ def test_a_key_the_endpoint_echoes_is_masked_everywhere(tmp_path, status):
     script.forced.extend(["429-echo"] + [status] * 50)  # a retry first: its warning is a log line
     with serve(script) as url:
         proc = run_cli(
-            [
-                "method=S",
-                "topn=1",
-                f"task={TASK}",
-                "model=openai",
-                "model.name=qwen-test",
-                "model.generations=1",
-                "model.answers_per_context=1",
-                f"endpoint.base_url={url}",
-                f"endpoint.recordings={written / 'recordings'}",
-                f"tracking.uri=sqlite:///{written / 'mlflow.db'}",
-                f"tracking.artifacts={written / 'mlruns'}",
-                f"hydra.run.dir={written / 'outputs'}",
-            ],
+            _one_arm(url, written, written),
             written,
             env={"OPENAI_API_KEY": KEY},
             check=False,

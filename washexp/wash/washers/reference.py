@@ -342,7 +342,7 @@ def _prefix_length(size: int, threshold: float) -> int:
 
 
 def near_dup_edits(
-    docs: dict[str, Doc], free: dict[str, list[int]], shingle_words: int, threshold: float
+    docs: dict[str, Doc], free: dict[str, list[int]], shingle_words: int, threshold: float, all_pairs: bool = False
 ) -> list[Edit]:
     """Rule a over the free units of every file (pinned files' units are compared, never cut).
 
@@ -350,7 +350,8 @@ def near_dup_edits(
     its rarest shingles (counted over all the units), as many as :func:`_prefix_length` says.
     Every unit at or above the threshold is among them (the prefix-filter argument), so the
     result is the all-pairs one; but a shingle most units share (a boilerplate opening) no
-    longer makes every unit a candidate of every other: near-linear instead of quadratic."""
+    longer makes every unit a candidate of every other: near-linear instead of quadratic.
+    ``all_pairs`` indexes and probes every shingle instead: the quadratic pass it must equal."""
     order = [(d, i) for d in docs.values() if d.pinned for i, u in enumerate(d.units) if _prose(d, u)]
     order += [(docs[name], i) for name, idx in free.items() for i in idx]
     units = []
@@ -366,7 +367,7 @@ def near_dup_edits(
     by_shingle: dict[tuple[str, ...], list[int]] = {}
     edits = []
     for doc, unit, toks, sh in units:
-        prefix = sorted(sh, key=rank.__getitem__)[: _prefix_length(len(sh), threshold)]
+        prefix = sh if all_pairs else sorted(sh, key=rank.__getitem__)[: _prefix_length(len(sh), threshold)]
         best = None
         for k in sorted({k for s in prefix for k in by_shingle.get(s, ())}):
             other = kept[k][2]
