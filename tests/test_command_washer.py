@@ -116,8 +116,8 @@ def _gone(pid: int, within_s: float = 5.0) -> bool:
 
 @pytest.mark.parametrize(
     ("tail", "timeout_s"),
-    [("exit 0", 60), ("sleep 60", 2), ("exec sleep 60", 2)],
-    ids=["program-ends", "timeout", "timeout-exec"],
+    [("exit 0", 60), ("sleep 60", 2), ("exec sleep 60", 2), ("exec >&- 2>&-; sleep 60", 2)],
+    ids=["program-ends", "timeout", "timeout-exec", "timeout-pipes-closed"],
 )
 def test_a_detached_child_in_a_new_session_is_killed(tail, timeout_s, tmp_path):
     """The trap: ``setsid sleep 25 &`` outlived washexp (its group was killed, a new session is

@@ -123,8 +123,9 @@ class _Capped:
 
 
 def _collect(proc: subprocess.Popen, timeout_s: float) -> tuple[_Capped, _Capped, bool]:
-    """Read the launcher's stdout and stderr to their end, capped; past ``timeout_s`` tell it to
-    stop (it ends every descendant), past ``GRACE_S`` more kill its group. ``True``: timed out."""
+    """Read the launcher's stdout and stderr to their end, capped (the launcher holds both until
+    it exits, whatever its program closes); past ``timeout_s`` tell it to stop (it ends every
+    descendant), past ``GRACE_S`` more kill its group. ``True``: timed out."""
     streams = {proc.stdout: _Capped(), proc.stderr: _Capped()}
     deadline, timed_out = time.monotonic() + timeout_s, False
     with selectors.DefaultSelector() as sel:
