@@ -28,7 +28,10 @@ arrival time (``at``: ``perf_counter``, ``wall``: ``time.time``).
 (with ``Retry-After: <s>``), ``"500"``, ``"408"``, ``"409"``, ``"400"``, ``"hang:<s>"`` (answer after s seconds,
 past a short client timeout), ``"drop"`` (close the connection without a response), and bodies
 that are no chat completion, all with status 200: ``"html"`` (a proxy's HTML error page),
-``"empty"`` (a JSON content type and no body), ``"no-choices"`` (a JSON object without choices).
+``"empty"`` (a JSON content type and no body), ``"no-choices"`` (a JSON object without choices);
+``"<status>-echo"`` (``401-echo``, ``400-echo``, ``429-echo``) answers that status with the
+request's API key in the message (as some endpoints echo a key they refuse; a 429 with
+``Retry-After: 0``).
 """
 
 from __future__ import annotations
@@ -215,6 +218,12 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send_raw("application/json", b"")
             elif forced == "no-choices":
                 return self._send_raw("application/json", b'{"id": "chatcmpl-scripted", "object": "chat.completion"}')
+            elif forced and forced.endswith("-echo"):
+                key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                message = f"scripted: Incorrect API key provided: {key}. You passed {key!r}."
+                status = int(forced.removesuffix("-echo"))
+                headers = {"Retry-After": "0"} if status == 429 else None
+                return self._send(status, {"error": {"message": message, "code": "invalid_api_key"}}, headers)
             elif forced == "400":
                 return self._send(400, {"error": {"message": "scripted: this model does not accept that request"}})
             text = s.reply(kind, task, messages, body.get("temperature") or 0.0)

@@ -37,6 +37,25 @@ def leaks_in(folder: Path) -> list[str]:
     ]
 
 
+def _one_arm(url: str, written: Path, store: Path) -> list[str]:
+    """One small S arm on the model path: recordings and Hydra's outputs in ``written``, the
+    tracking store in ``store``."""
+    return [
+        "method=S",
+        "topn=1",
+        f"task={TASK}",
+        "model=openai",
+        "model.name=qwen-test",
+        "model.generations=1",
+        "model.answers_per_context=1",
+        f"endpoint.base_url={url}",
+        f"endpoint.recordings={written / 'recordings'}",
+        f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
+        f"tracking.artifacts={store / 'mlruns'}",
+        f"hydra.run.dir={written / 'outputs'}",
+    ]
+
+
 def test_a_planted_key_reaches_the_endpoint_and_nothing_else(tmp_path, capfd, monkeypatch):
     root = make_project(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
@@ -45,20 +64,7 @@ def test_a_planted_key_reaches_the_endpoint_and_nothing_else(tmp_path, capfd, mo
     script = Script(tasks_root=root / "fixtures" / "compaction")
     with serve(script) as url:
         code = run_py(
-            [
-                "method=S",
-                "topn=1",
-                f"task={TASK}",
-                "model=openai",
-                "model.name=qwen-test",
-                "model.generations=1",
-                "model.answers_per_context=1",
-                f"endpoint.base_url={url}",
-                f"endpoint.recordings={written / 'recordings'}",
-                f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
-                f"tracking.artifacts={store / 'mlruns'}",
-                f"hydra.run.dir={written / 'outputs'}",
-            ],
+            _one_arm(url, written, store),
             root=root,
         )
     assert code == 0
@@ -131,3 +137,38 @@ def test_a_planted_key_reaches_the_washer_endpoint_and_nothing_else(tmp_path, ca
     assert leaks_in(written) == []
     for leak in LEAKS:
         assert leak.decode() not in proc.stdout + proc.stderr + out + err
+
+
+@pytest.mark.parametrize("status", ["401-echo", "400-echo"])
+def test_a_key_the_endpoint_echoes_is_masked_everywhere(tmp_path, status):
+    """The trap: an endpoint that refuses the key and quotes it in its message. The message
+    reaches stderr, the arm's and the parent's ``washexp.error`` tag and ``error.txt``, and the
+    job log; each must hold ``***`` where the key was (and the message otherwise)."""
+    from tests.conftest import run_cli
+
+    written = tmp_path / "written"
+    written.mkdir()
+    script = Script()
+    script.forced.extend(["429-echo"] + [status] * 50)  # a retry first: its warning is a log line
+    with serve(script) as url:
+        proc = run_cli(
+            _one_arm(url, written, written),
+            written,
+            env={"OPENAI_API_KEY": KEY},
+            check=False,
+        )
+    assert any(r["forced"] == status for r in script.requests), "the endpoint refused the key"
+    assert proc.returncode == 1, proc.stderr
+    assert "Incorrect API key provided: ***" in proc.stderr  # the message is kept, the key is not
+    assert KEY not in proc.stdout + proc.stderr
+    errors = [p for p in written.rglob("error.txt")]
+    assert len(errors) >= 2 and all("Incorrect API key provided: ***" in p.read_text() for p in errors)
+    logs = "".join(p.read_text() for p in written.rglob("*.log"))
+    assert "Incorrect API key provided: ***" in logs  # the retry's warning, masked
+    assert [p for p in written.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()] == []
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{written / 'mlflow.db'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    tags = [r.data.tags["washexp.error"] for r in runs if "washexp.error" in r.data.tags]
+    assert len(tags) >= 2 and all("***" in t and KEY not in t for t in tags)

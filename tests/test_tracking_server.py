@@ -140,6 +140,7 @@ def test_the_settings_are_the_ones_mlflow_server_hands_its_worker():
         ev._MLFLOW_SERVER_BOOT_ID.name,
         ev._MLFLOW_IN_JOB_EXECUTOR.name,
         ev.MLFLOW_SERVER_ENABLE_JOB_EXECUTION.name,
+        ev.MLFLOW_SERVER_ALLOWED_HOSTS.name,
     }
 
 
@@ -178,3 +179,46 @@ def test_washexp_ui_serves_the_runs_and_its_server_dies_with_it(tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def _status_with_host(port: int, host: str) -> int:
+    """An API call to the server on 127.0.0.1 carrying a forged ``Host`` header (nothing is sent
+    to any other address)."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.putrequest("GET", "/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default", skip_host=True)
+        conn.putheader("Host", host)
+        conn.endheaders()
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_washexp_server_refuses_a_host_header_that_is_not_the_loopback(tmp_path):
+    """The trap: MLflow's default host check lets every private IP literal through (a DNS-rebinding
+    page that resolves to one, or ``Host: 192.168.1.5``, reached the API and created runs)."""
+    with washexp_server(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "artifacts") as url:
+        port = int(url.rsplit(":", 1)[1])
+        answered = {h: _status_with_host(port, h) for h in ("127.0.0.1", f"127.0.0.1:{port}", f"localhost:{port}")}
+        answered[f"[::1]:{port}"] = _status_with_host(port, f"[::1]:{port}")
+        forged = ("192.168.1.5", f"192.168.1.5:{port}", "10.0.0.2", "0.0.0.0", f"evil.example:{port}", "localhost:1")
+        refused = {h: _status_with_host(port, h) for h in forged}
+    assert set(answered.values()) == {200}, answered
+    assert set(refused.values()) == {403}, refused
+
+
+def test_the_allowed_hosts_are_the_loopback_the_bound_address_and_what_the_user_names():
+    from washexp.tracking.server import allowed_hosts
+
+    assert allowed_hosts("127.0.0.1", 5000) == [
+        "localhost",
+        "localhost:5000",
+        "127.0.0.1",
+        "127.0.0.1:5000",
+        "[::1]",
+        "[::1]:5000",
+    ]
+    assert allowed_hosts("0.0.0.0", 80, ["ci.internal:80"])[-1:] == ["ci.internal:80"]
+    assert "[fd00::5]:80" in allowed_hosts("fd00::5", 80) and "0.0.0.0" not in allowed_hosts("0.0.0.0", 80)

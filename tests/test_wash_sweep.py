@@ -105,7 +105,8 @@ def test_the_wash_record(sweep, tmp_path):
 
 
 def test_a_failing_washer_command_is_a_recorded_failed_round(tmp_path):
-    fail = f"washer.command=[{sys.executable},-c,'import sys; sys.exit(3)']"
+    """...with the program's output kept in the run, and the confinement that was in force."""
+    fail = f"washer.command=[{sys.executable},-c,'import sys; print(\\'half way\\'); sys.exit(3)']"
     run_cli(["benchmark=wash", "measurement=ceiling", "store=superseded", "washer=command", fail], tmp_path)
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     exp = client.get_experiment_by_name("wash")
@@ -113,3 +114,6 @@ def test_a_failing_washer_command_is_a_recorded_failed_round(tmp_path):
     assert run.info.status == "FINISHED" and run.data.metrics["failed_rounds"] == 1
     rounds = json.loads(Path(client.download_artifacts(run.info.run_id, "rounds.json")).read_text())
     assert rounds[-1]["failed"] and "exit" in rounds[-1]["failed"], rounds[-1]
+    out = Path(client.download_artifacts(run.info.run_id, f"rounds/r{rounds[-1]['round']:02d}/command.stdout.txt"))
+    assert out.read_text() == "half way\n"
+    assert run.data.params["confinement"].startswith("subreaper")

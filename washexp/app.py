@@ -32,6 +32,7 @@ from pathlib import Path
 
 from washexp.config import SHORT_KEYS, SHORT_PREFIXES, register
 from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
+from washexp.masking import declare, guarded_streams
 from washexp.sweep import Sweep, raise_if_stopped, sigint_as_interrupt, sigterm_as_exit, watch_stops
 
 _RANGE = re.compile(r"^([\w.]+)=(-?\d+)\.\.(-?\d+)$")
@@ -95,6 +96,7 @@ def _run_job(cfg, sweep: Sweep) -> None:
         return  # the sweep's endpoint failed in an earlier job: every job would wait and fail alike
     with _settled(sweep):
         config = OmegaConf.to_object(cfg)
+        declare(config.endpoint.api_key_env)  # its value is masked, and kept from a command washer
         _check_tracking_server(config.tracking, sweep)
         JOBS.get(config.benchmark.name)(config, _job_info(sweep.root), sweep)
 
@@ -155,7 +157,12 @@ def one_line(err: BaseException) -> str:
 
 def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     """``root``: the project (the folder holding ``conf/`` and ``run.py``); by default found
-    from the working directory."""
+    from the working directory. Output and logs are masked and safe from a closed pipe."""
+    with guarded_streams():
+        return _main(argv, root)
+
+
+def _main(argv: list[str] | None, root: Path | None) -> int:
     import hydra
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException

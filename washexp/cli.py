@@ -22,6 +22,7 @@ import webbrowser
 from pathlib import Path
 
 from washexp.errors import ConfigError, WashexpError
+from washexp.masking import guarded_streams
 
 
 def _date(text: str) -> str:
@@ -61,11 +62,22 @@ def _parser(root: Path) -> argparse.ArgumentParser:
     e.add_argument("--topic", help="record builder (default: the experiment's name)")
     e.add_argument("--out", type=Path, default=root / "results", help="output folder (default: results/)")
 
-    u = sub.add_parser("ui", parents=[store], help="start the MLflow UI on 127.0.0.1 at the runs table")
+    allow = argparse.ArgumentParser(add_help=False)
+    allow.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests with this Host header (default: localhost, 127.0.0.1, [::1]"
+        " and the bound address only); repeatable",
+    )
+    u = sub.add_parser("ui", parents=[store, allow], help="start the MLflow UI on 127.0.0.1 at the runs table")
     u.add_argument("--port", type=int, default=5000)
     u.add_argument("--no-browser", action="store_true", help="print the URL only")
 
-    s = sub.add_parser("server", help="start an MLflow tracking server for tracking=server (127.0.0.1 unless --host)")
+    s = sub.add_parser(
+        "server", parents=[allow], help="start an MLflow tracking server for tracking=server (127.0.0.1 unless --host)"
+    )
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
     s.add_argument("--port", type=int, default=5000)
     s.add_argument(
@@ -124,23 +136,24 @@ def ui(args: argparse.Namespace) -> int:
         url = runs_url(args.port, exp_id)
         return f"MLflow UI: {url}", None if args.no_browser else url
 
-    return _serve(uri, UI_HOST, args.port, None, describe)
+    return _serve(uri, UI_HOST, args.port, None, describe, args.allow_host)
 
 
 def server(args: argparse.Namespace) -> int:
     url = f"http://{args.host}:{args.port}"
     line = f"MLflow tracking server: {url}   (python run.py tracking=server tracking.uri={url})"
-    return _serve(args.backend_store_uri, args.host, args.port, args.artifacts_destination, lambda: (line, None))
+    store, artifacts = args.backend_store_uri, args.artifacts_destination
+    return _serve(store, args.host, args.port, artifacts, lambda: (line, None), args.allow_host)
 
 
-def _serve(uri: str, host: str, port: int, artifacts: Path | None, describe) -> int:
+def _serve(uri: str, host: str, port: int, artifacts: Path | None, describe, allow: list[str]) -> int:
     """Run an MLflow server until Ctrl-C or SIGTERM. ``describe()`` gives the line to print once
     it answers and the page to open (or None); it runs while the server boots (the ui's
     experiment lookup imports MLflow too: on two cores the two overlap), and what it raises
     stops the server."""
     from washexp.tracking import server as mlflow_server
 
-    process = mlflow_server.start(uri, host, port, artifacts)
+    process = mlflow_server.start(uri, host, port, artifacts, allow)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so `finally` stops the server too
     try:
         line, browse = describe()
@@ -177,7 +190,13 @@ PASSTHROUGH_HELP = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """The command, its output masked and safe from a closed pipe (``| head``: no traceback, the
+    command's own exit code)."""
+    with guarded_streams():
+        return _main(sys.argv[1:] if argv is None else list(argv))
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] in PASSTHROUGH:
         import importlib
 

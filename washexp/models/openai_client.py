@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 import openai
 
 from washexp.errors import ModelError
+from washexp.masking import declare
 from washexp.models.base import ChatRequest, ChatResponse, OverWindow, safe_url
 
 log = logging.getLogger("washexp")
@@ -49,6 +50,7 @@ RETRIED = (408, 409, 429)
 
 def api_key(base_url: str, env_name: str) -> str:
     """The key from ``$env_name``; a placeholder is fine for a local endpoint only."""
+    declare(env_name)  # whatever the endpoint echoes of it is masked before it is written
     key = os.environ.get(env_name)
     if key:
         return key

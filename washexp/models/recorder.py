@@ -32,6 +32,7 @@ from typing import Any
 
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_hash
+from washexp.masking import mask
 from washexp.models.base import ChatRequest, ChatResponse, Model, OverWindow
 
 MODES = ("auto", "strict")
@@ -154,7 +155,7 @@ class Recorder:
     def _write(self, key: str, record: dict) -> dict:
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(record, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+        data = mask(json.dumps(record, indent=1, ensure_ascii=False, sort_keys=True) + "\n")
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:12]}-", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:

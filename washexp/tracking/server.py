@@ -8,6 +8,11 @@ scheduled scorers, which a harness that logs runs never submits). On two cores t
 30 s to answer. Here one process runs uvicorn with one worker on the same app, handed the
 settings the launcher would hand it (:func:`settings`); the UI and the REST API are the same.
 
+The server answers only requests whose ``Host`` header names this machine's loopback
+(``localhost``, ``127.0.0.1``, ``[::1]``, bare or with its port), the address it is bound to, or a
+name the user allowed (``--allow-host``): a web page that rebinds its own DNS name, or a forged
+``Host: 192.168.1.5``, gets a 403 (MLflow's own default lets every private IP literal through).
+
 The child runs behind the parent watch (``washexp.child``): a ``washexp ui`` killed outright
 takes its server with it.
 """
@@ -15,6 +20,7 @@ takes its server with it.
 from __future__ import annotations
 
 import importlib.util
+import ipaddress
 import os
 import subprocess
 import sys
@@ -22,6 +28,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from washexp.child import module_command
@@ -43,12 +50,32 @@ def _log_config() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "server" / "uvicorn_log_config.yaml"
 
 
-def settings(backend_store_uri: str, artifacts: Path | None = None) -> dict[str, str]:
+LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
+
+
+def allowed_hosts(host: str, port: int, extra: Sequence[str] = ()) -> list[str]:
+    """The Host headers the server answers: each loopback name and the bound address (an IPv6
+    one in brackets; not the unspecified address, which names every interface), bare and with
+    ``:port``, then ``extra`` as given (MLflow matches an entry holding ``*`` as a pattern)."""
+    bound = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    names = dict.fromkeys([*LOOPBACK, *([] if _unspecified(host) else [bound])])
+    return [h for name in names for h in (name, f"{name}:{port}")] + [h for h in extra if h]
+
+
+def _unspecified(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:  # a name
+        return not host
+
+
+def settings(backend_store_uri: str, artifacts: Path | None = None, hosts: Sequence[str] = ()) -> dict[str, str]:
     """What ``mlflow server --backend-store-uri URI [--artifacts-destination DIR]`` hands its
     worker, through the environment (names from ``mlflow.server.constants``, which cannot be
     imported without importing the whole server; a test holds them equal): the store for runs
     and models, served artifacts (``mlflow-artifacts:/``, kept in ``artifacts``), uvicorn as
-    the server, and no job execution."""
+    the server, no job execution, and the Host headers it answers (``hosts``; default: the
+    loopback names)."""
     return {
         "_MLFLOW_SERVER_FILE_STORE": backend_store_uri,
         "_MLFLOW_SERVER_REGISTRY_STORE": backend_store_uri,
@@ -59,11 +86,15 @@ def settings(backend_store_uri: str, artifacts: Path | None = None) -> dict[str,
         "_MLFLOW_SERVER_BOOT_ID": uuid.uuid4().hex,
         "_MLFLOW_IN_JOB_EXECUTOR": "false",
         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
+        "MLFLOW_SERVER_ALLOWED_HOSTS": ",".join(hosts or LOOPBACK),
     }
 
 
-def start(backend_store_uri: str, host: str, port: int, artifacts: Path | None = None) -> subprocess.Popen:
-    env = {**os.environ, **settings(backend_store_uri, artifacts)}
+def start(
+    backend_store_uri: str, host: str, port: int, artifacts: Path | None = None, allow: Sequence[str] = ()
+) -> subprocess.Popen:
+    """The server on ``host:port``; ``allow``: Host headers it answers besides its own (see the module doc)."""
+    env = {**os.environ, **settings(backend_store_uri, artifacts, allowed_hosts(host, port, allow))}
     return subprocess.Popen(command(host, port), env=env, stdin=subprocess.PIPE)
 
 

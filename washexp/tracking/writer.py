@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from washexp.hashing import canonical_json, sha256_bytes, tree_digest
+from washexp.masking import mask, mask_bytes
 from washexp.tracking.sqlite import write_ahead_log
 
 HASH_TAG = "washexp.hash"
@@ -298,7 +299,7 @@ class Tracker:
 
     def mark_killed(self, run: FoundRun, reason: str) -> None:
         """End a run whose process is gone: KILLED, never RUNNING forever."""
-        self.client.set_tag(run.run_id, ERROR_TAG, reason)
+        self.client.set_tag(run.run_id, ERROR_TAG, mask(reason))
         self.client.set_terminated(run.run_id, "KILLED")
 
     def adopt(self, run_id: str, parent_id: str) -> None:
@@ -311,10 +312,10 @@ class Tracker:
         when the run was closed (ms), not when the writer thread got to it."""
         from mlflow.entities import Metric, Param, RunTag
 
-        ps = [Param(k, _param_value(v)) for k, v in run.params.items()]
+        ps = [Param(k, mask(_param_value(v))) for k, v in run.params.items()]
         ms = [Metric(k, float(v), ended, 0) for k, v in metrics.items() if v is not None]
         ms += [Metric(k, float(v), ended, i) for k, vs in run.series.items() for i, v in enumerate(vs, 1)]
-        ts = [RunTag(k, str(v)) for k, v in tags.items()]
+        ts = [RunTag(k, mask(str(v))) for k, v in tags.items()]
         if self._sql:
             self._sql.complete(run.run_id, ps, ms, ts, status, ended)
             return
@@ -353,6 +354,7 @@ class Tracker:
         table view reads it): without its per-table list/get/set-tag round trips."""
         files = {rel: c.encode("utf-8") if isinstance(c, str) else c for rel, c in artifacts.items()}
         files |= {rel: table_json(_frame(data)).encode("utf-8") for rel, data in tables.items()}
+        files = {rel: mask_bytes(data) for rel, data in files.items()}  # before the digests: they name what is kept
         manifest = {"artifacts": {rel: sha256_bytes(data) for rel, data in sorted(files.items())}, **manifest_extra}
         blob = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
         files["manifest.json"] = blob

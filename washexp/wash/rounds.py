@@ -8,7 +8,9 @@ needle lost in a round is named with the plan item that cut it: an applied item 
 the needle before the round.
 
 A washer that fails (a command that exits non-zero or hangs, a plan naming a missing file) ends
-the loop with a FAILED round and its reason; the pipeline never leaves the store half-written.
+the loop with a FAILED round and its reason, with what the washer produced before it failed (a
+command's stdout and stderr) kept as the round's artifacts; the pipeline never leaves the store
+half-written.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from washexp.wash import caliper, pipeline
 from washexp.wash.files import read_md
 from washexp.wash.plan import split_lines
 from washexp.wash.score import score_texts
+from washexp.wash.washers import WasherError
 
 
 @dataclass
@@ -107,7 +110,19 @@ def loop(
             raise
         except WashexpError as err:
             after = read_md(store_dir)
-            out.append(Round(r, phase, None, None, store_sha256(after), _diff(before, after), failed=str(err)))
+            kept = dict(err.artifacts) if isinstance(err, WasherError) else {}  # why it failed, in its words
+            out.append(
+                Round(
+                    r,
+                    phase,
+                    None,
+                    None,
+                    store_sha256(after),
+                    _diff(before, after),
+                    failed=str(err),
+                    washer_artifacts=kept,
+                )
+            )
             break
         after = read_md(store_dir)
         score = score_texts(expected, fixture_files, after, name, round=r, model=label, phase=phase)

@@ -91,7 +91,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
     the_gauge = gauge.load_gauge(dict(w.gauge))  # checked before any run starts
     washer_spec = _washer_spec(dict(w.washer), w.gates)
     washer_model = _washer_model(cfg, sweep, dict(w.washer))
-    _washer(dict(w.washer), washer_model)
+    built = _washer(dict(w.washer), washer_model)
     make_operator(w.operator, ())
     sweep_scratch()  # the scratch copies a killed run left in the temp folder
     gauge_name = w.gauge.get("name", "?")
@@ -124,6 +124,8 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
     params = {**{k: v for k, v in tags.items() if not k.startswith(("washexp.", "mlflow.", "sweep"))}, **asdict(m)}
     if served:
         params["served"] = served
+    if getattr(built, "confinement", None):  # what contained a command washer on this machine
+        params["confinement"] = built.confinement
     label = f"{m.name} · {washer_name} · gauge {gauge_name}" + ("" if w.gates else " · gates off")
     config_yaml = public_config(cfg)
 

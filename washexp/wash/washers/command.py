@@ -22,33 +22,57 @@ line endings or of the final newline alone, a file no longer valid UTF-8. Items 
 are dropped (noted). Items on a pinned file are kept and noted: the transactional apply refuses
 them, as the real ``apply.mjs`` does, so a program that edits a pinned file is caught there. The
 program's stdout and stderr are the proposal's artifacts ``command.stdout.txt`` and
-``command.stderr.txt``.
+``command.stderr.txt``, each capped at ``LIMIT`` bytes as it is read (the rest is counted, named
+in a last line, never held in memory).
 
-A program that is not found, exits non-zero or outlives ``timeout_s`` (its whole process group
-is killed) raises a one-line :class:`~washexp.wash.washers.WasherError`.
+The program is contained (``confine.py`` is its parent; docs/command-washer.md):
+
+- every descendant ends with the round: the launcher is a child subreaper, so a child that
+  detaches into a new session is still its own to kill, when the program ends and at the timeout;
+- its environment holds no credential (:func:`washexp.masking.clean_env`: ``*_API_KEY``,
+  ``*_TOKEN``, ``*SECRET*``, the configured ``endpoint.api_key_env``) except the names in ``env``;
+  ``TMPDIR`` is a private folder beside the copy;
+- where the kernel has Landlock it may write only in its copy, its temp folder and the
+  ``writable`` folders; :attr:`CommandWasher.confinement` names what was in force (a run param);
+- a symlink, a hard link or a special file anywhere in its copy, or a copy replaced or removed,
+  fails the round: only plain files are read back.
+
+A program that is not found, exits non-zero, outlives ``timeout_s`` or leaves such a copy raises a
+one-line :class:`~washexp.wash.washers.WasherError` carrying its stdout and stderr.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import json
 import os
+import selectors
+import shutil
 import signal
+import stat
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from washexp.errors import ConfigError
+from washexp.masking import clean_env
 from washexp.wash.apply import is_pinned
 from washexp.wash.plan import Plan, PlanItem, line_ending, split_lines
 from washexp.wash.washer import Keep, Proposal, target_of
-from washexp.wash.washers import WasherError, entailed_drops
+from washexp.wash.washers import WasherError, confine, entailed_drops
 
 NAME = "command"
 CLS = "over-verbose"
 REASON = "changed by the command"
 STDOUT, STDERR = "command.stdout.txt", "command.stderr.txt"
+LIMIT = 1 << 20
+"""Bytes of stdout, and of stderr, kept; the rest is counted and dropped as it arrives."""
+GRACE_S = 10.0
+"""How long the launcher has to end every descendant once told to stop."""
 
 
 def _content(text: str) -> list[str]:
@@ -82,65 +106,170 @@ def _one_line(text: str, limit: int = 200) -> str:
     return last if len(last) <= limit else last[: limit - 3] + "..."
 
 
+class _Capped:
+    """One output stream: its first ``LIMIT`` bytes kept, the rest only counted."""
+
+    def __init__(self) -> None:
+        self.kept, self.total = bytearray(), 0
+
+    def add(self, chunk: bytes) -> None:
+        self.kept += chunk[: max(LIMIT - len(self.kept), 0)]
+        self.total += len(chunk)
+
+    def text(self) -> str:
+        dropped = self.total - len(self.kept)
+        tail = f"\n[washexp: {dropped} more bytes not kept (the first {LIMIT} are above)]\n" if dropped else ""
+        return self.kept.decode("utf-8", "replace") + tail
+
+
+def _collect(proc: subprocess.Popen, timeout_s: float) -> tuple[_Capped, _Capped, bool]:
+    """Read the launcher's stdout and stderr to their end, capped (the launcher holds both until
+    it exits, whatever its program closes); past ``timeout_s`` tell it to stop (it ends every
+    descendant), past ``GRACE_S`` more kill its group. ``True``: timed out."""
+    streams = {proc.stdout: _Capped(), proc.stderr: _Capped()}
+    deadline, timed_out = time.monotonic() + timeout_s, False
+    with selectors.DefaultSelector() as sel:
+        for pipe in streams:
+            sel.register(pipe, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0 and not timed_out:
+                timed_out, deadline = True, time.monotonic() + GRACE_S
+                proc.terminate()  # the launcher kills every descendant, then exits
+                continue
+            if left <= 0:  # the launcher itself hangs: its group goes, and we stop reading
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                break
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    streams[key.fileobj].add(chunk)
+                else:
+                    sel.unregister(key.fileobj)
+    return streams[proc.stdout], streams[proc.stderr], timed_out
+
+
+def _strange_entries(copy: Path) -> list[str]:
+    """What in the copy is not a folder or a regular file with one link (read back, a symlink or
+    a hard link would bring in a file from outside; a FIFO could hang the read)."""
+    found = []
+    for folder, dirs, names in os.walk(copy):  # a symlinked folder is listed, never entered
+        for name in sorted(dirs + names):
+            path = Path(folder, name)
+            what = _strange(os.lstat(path))
+            if what:
+                found.append(f"{path.relative_to(copy)} is {what}")
+    return found
+
+
+def _strange(st: os.stat_result) -> str | None:
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return "a special file"
+    return "a hard link" if st.st_nlink > 1 else None
+
+
+def _program_found(program: str, copy: Path, path_env: str | None) -> bool:
+    if os.sep in program:
+        return os.access(copy / program, os.X_OK)  # relative to the copy, the program's cwd
+    return shutil.which(program, path=path_env) is not None
+
+
+def _check_copy(copy: Path, made: os.stat_result, artifacts: dict[str, str]) -> None:
+    """The copy is still the folder made for the program, holding folders and plain files only:
+    anything else fails the round (its output kept)."""
+    try:
+        now = os.lstat(copy)
+    except FileNotFoundError:
+        raise WasherError(f"washer command: the command removed its store copy {copy}", artifacts) from None
+    if not stat.S_ISDIR(now.st_mode) or (now.st_dev, now.st_ino) != (made.st_dev, made.st_ino):
+        raise WasherError(f"washer command: the command replaced its store copy {copy}", artifacts)
+    strange = _strange_entries(copy)
+    if strange:
+        more = f" (and {len(strange) - 1} more)" if len(strange) > 1 else ""
+        msg = f"washer command: in its store copy, {strange[0]}{more}: only plain files are read back"
+        raise WasherError(msg, artifacts)
+
+
 class CommandWasher:
-    """Runs ``command`` on a private copy of the store and proposes what it changed."""
+    """Runs ``command`` on a private copy of the store, contained, and proposes what it changed."""
 
     name = NAME
 
-    def __init__(self, *, command: Sequence[str], timeout_s: float = 300):
+    def __init__(
+        self,
+        *,
+        command: Sequence[str],
+        timeout_s: float = 300,
+        env: Sequence[str] = (),
+        writable: Sequence[str] = (),
+    ):
+        if sys.platform != "linux":
+            raise ConfigError("washer command: runs only on Linux, where it can be contained (a child subreaper)")
         if isinstance(command, str) or not isinstance(command, Sequence) or not command:
             raise ConfigError(f"washer command: command must be a non-empty list of argv strings, got {command!r}")
         if not all(isinstance(arg, str) and arg for arg in command):
             raise ConfigError(f"washer command: every argument of command must be a non-empty string, got {command!r}")
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0:
             raise ConfigError(f"washer command: timeout_s must be a number > 0, got {timeout_s!r}")
+        for key, names in (("env", env), ("writable", writable)):
+            if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
+                raise ConfigError(f"washer command: {key} must be a list of non-empty strings, got {names!r}")
+        if not all(os.path.isabs(p) for p in writable):
+            raise ConfigError(f"washer command: every folder in writable must be an absolute path, got {writable!r}")
         self.command = tuple(command)
         self.timeout_s = float(timeout_s)
+        self.env, self.writable = tuple(env), tuple(writable)
+        abi = confine.landlock_abi()
+        self.confinement = f"subreaper+landlock-abi{abi}" if abi else "subreaper"
+        """What contains the program on this machine (a run's ``confinement`` param)."""
 
-    def run(self, copy: Path) -> tuple[str, str]:
-        """Run the program in ``copy``; its (stdout, stderr), or ``WasherError``."""
+    def run(self, copy: Path, tmp: Path) -> tuple[str, str]:
+        """Run the program in ``copy`` (``tmp`` is its temp folder); its (stdout, stderr), or ``WasherError``."""
         argv = [arg.replace("{store}", str(copy)) for arg in self.command]
-        env = {**os.environ, "WASHEXP_STORE": str(copy)}
+        env = {**clean_env(os.environ, self.env), "WASHEXP_STORE": str(copy)}
+        env |= {"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)}
+        if not _program_found(argv[0], copy, env.get("PATH")):
+            raise WasherError(f"washer command: program not found: {argv[0]}")
+        spec = {"landlock": "landlock" in self.confinement, "writable": [str(copy), str(tmp), *self.writable]}
+        launcher = [sys.executable, "-I", str(confine.__file__), json.dumps(spec), "--", *argv]
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        proc = subprocess.Popen(launcher, cwd=copy, env=env, start_new_session=True, **pipes)
         try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=copy,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
-        except FileNotFoundError:
-            raise WasherError(f"washer command: program not found: {argv[0]}") from None
-        except OSError as exc:
-            raise WasherError(f"washer command: cannot run {argv[0]}: {exc.strerror or exc}") from None
-        try:
-            out, err = proc.communicate(timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):  # it may have ended just now
-                os.killpg(proc.pid, signal.SIGKILL)  # the whole group: a shell's children hold the pipes too
-            out, err = proc.communicate()
-            arts = self._artifacts(out, err)
-            raise WasherError(f"washer command: {argv[0]} timed out after {self.timeout_s:g} s", arts) from None
-        stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-        if proc.returncode != 0:
+            out, err, timed_out = _collect(proc, self.timeout_s)
+            proc.stdin.close()  # a launcher still waiting ends its program and every descendant
+            code = proc.wait(timeout=GRACE_S)
+        finally:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                pipe.close()
+        stdout, stderr = out.text(), err.text()
+        arts = {STDOUT: stdout, STDERR: stderr}
+        if timed_out:
+            raise WasherError(f"washer command: {argv[0]} timed out after {self.timeout_s:g} s", arts)
+        if code != 0:
             detail = _one_line(stderr)
-            msg = f"washer command: {argv[0]} exited with status {proc.returncode}" + (f": {detail}" if detail else "")
-            raise WasherError(msg, self._artifacts(out, err))
+            msg = f"washer command: {argv[0]} exited with status {code}" + (f": {detail}" if detail else "")
+            raise WasherError(msg, arts)
         return stdout, stderr
-
-    @staticmethod
-    def _artifacts(out: bytes, err: bytes) -> dict[str, str]:
-        return {STDOUT: out.decode("utf-8", "replace"), STDERR: err.decode("utf-8", "replace")}
 
     def propose(self, files: dict[str, str], keeps: tuple[Keep, ...], scratch: Path) -> Proposal:
         """Copy ``files`` into a fresh folder under ``scratch``, run the program there, diff."""
         Path(scratch).mkdir(parents=True, exist_ok=True)
         copy = Path(tempfile.mkdtemp(prefix="store-", dir=scratch))
+        tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=scratch))
         for name, text in files.items():
             (copy / name).write_bytes(text.encode("utf-8"))
-        stdout, stderr = self.run(copy)
+        made = os.lstat(copy)
+        stdout, stderr = self.run(copy, tmp)
+        _check_copy(copy, made, {STDOUT: stdout, STDERR: stderr})
         items, notes = self._changes(files, copy)
         pinned = sorted({it.file for it in items if is_pinned(files[it.file])})
         notes += [f"{n} is pinned: the apply will refuse a plan that edits it" for n in pinned]
@@ -154,8 +283,6 @@ class CommandWasher:
     @staticmethod
     def _changes(files: dict[str, str], copy: Path) -> tuple[list[PlanItem], list[str]]:
         """Items for every file the program changed or removed; notes for what cannot be expressed."""
-        if not copy.is_dir():
-            raise WasherError(f"washer command: the command removed its store copy {copy}")
         names = {p.name for p in copy.iterdir() if p.name.endswith(".md") and p.is_file()}
         notes = [f"{n}: a new file cannot be expressed in a plan; ignored" for n in sorted(names - set(files))]
         items: list[PlanItem] = []

@@ -44,7 +44,9 @@ still carry a lesson. It is meant to fall into such traps; the gates and the sco
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -330,23 +332,44 @@ def shingles(tokens: list[str], k: int) -> frozenset[tuple[str, ...]]:
     return frozenset(tuple(tokens[i : i + k]) for i in range(len(tokens) - k + 1))
 
 
+def _prefix_length(size: int, threshold: float) -> int:
+    """How many of a set's shingles, in the global order, must be indexed and probed so that any
+    two sets with Jaccard >= ``threshold`` share one of them (prefix filtering). Jaccard >= t
+    implies an overlap of at least t * |x| shingles, so the first |x| - ceil(t * |x|) + 1 of x and
+    of y intersect; this takes floor (a shingle more where t * |x| is not whole, and safe against
+    rounding)."""
+    return min(size, size - math.floor(threshold * size - 1e-9) + 1)
+
+
 def near_dup_edits(
-    docs: dict[str, Doc], free: dict[str, list[int]], shingle_words: int, threshold: float
+    docs: dict[str, Doc], free: dict[str, list[int]], shingle_words: int, threshold: float, all_pairs: bool = False
 ) -> list[Edit]:
-    """Rule a over the free units of every file (pinned files' units are compared, never cut)."""
+    """Rule a over the free units of every file (pinned files' units are compared, never cut).
+
+    Each unit is compared with the earlier surviving units that share a shingle of its *prefix*:
+    its rarest shingles (counted over all the units), as many as :func:`_prefix_length` says.
+    Every unit at or above the threshold is among them (the prefix-filter argument), so the
+    result is the all-pairs one; but a shingle most units share (a boilerplate opening) no
+    longer makes every unit a candidate of every other: near-linear instead of quadratic.
+    ``all_pairs`` indexes and probes every shingle instead: the quadratic pass it must equal."""
     order = [(d, i) for d in docs.values() if d.pinned for i, u in enumerate(d.units) if _prose(d, u)]
     order += [(docs[name], i) for name, idx in free.items() for i in idx]
-    kept: list[tuple[Doc, Unit, frozenset, list[str]]] = []
-    by_shingle: dict[tuple[str, ...], list[int]] = {}
-    edits = []
+    units = []
     for doc, i in order:
         unit = doc.units[i]
         toks = words(unit.text(doc))
         sh = shingles(toks, shingle_words)
-        if not sh:
-            continue
+        if sh:
+            units.append((doc, unit, toks, sh))
+    counts = Counter(s for *_, sh in units for s in sh)
+    rank = {s: r for r, s in enumerate(sorted(counts, key=counts.__getitem__))}  # ties: first seen first
+    kept: list[tuple[Doc, Unit, frozenset, list[str]]] = []
+    by_shingle: dict[tuple[str, ...], list[int]] = {}
+    edits = []
+    for doc, unit, toks, sh in units:
+        prefix = sh if all_pairs else sorted(sh, key=rank.__getitem__)[: _prefix_length(len(sh), threshold)]
         best = None
-        for k in sorted({k for s in sh for k in by_shingle.get(s, ())}):
+        for k in sorted({k for s in prefix for k in by_shingle.get(s, ())}):
             other = kept[k][2]
             jac = len(sh & other) / len(sh | other)
             if jac >= threshold and (best is None or jac > best[0]):
@@ -358,7 +381,7 @@ def near_dup_edits(
             reason = f"{what} of {odoc.name}:{ounit.lo + 1}"
             edits.append(Edit(doc.name, unit.lo, unit.hi, "duplicate", reason, unit=unit))
             continue
-        for s in sh:
+        for s in prefix:
             by_shingle.setdefault(s, []).append(len(kept))
         kept.append((doc, unit, sh, toks))
     return edits
