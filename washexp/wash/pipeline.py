@@ -51,6 +51,8 @@ from washexp.wash.washer import Keep, Proposal, Washer, target_of
 
 KEEPS = "keeps.json"
 DELETE_OPS = ("delete", "delete-file")
+LEAN_STOP = "LEAN — nothing to clean"
+"""A receipt's ``stopped`` when the LEAN band stopped the wash before any tier."""
 
 
 class WasherError(WashexpError):
@@ -84,6 +86,8 @@ class Receipt:
     steps: list[Step] = field(default_factory=list)
     cost_tokens: int = 0
     """The washer's own token cost (0 for a rule-based washer): measurement 3 charges it to arm A."""
+    calls: dict[str, int] = field(default_factory=dict)
+    """The washer's model calls per seat (empty: it made none)."""
     written: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     artifacts: dict[str, str] = field(default_factory=dict)
@@ -253,7 +257,7 @@ def wash(
     gauge.save_state(store, verdict.state)
     receipt = Receipt(store.name, verdict.band, verdict.reason)
     if gates and verdict.band == "LEAN":
-        receipt.stopped = "LEAN — nothing to clean"
+        receipt.stopped = LEAN_STOP
         return receipt
     raw = {name: (store / name).read_bytes() for name in md_names(store)}  # one read: texts and digests agree
     files = {name: data.decode("utf-8") for name, data in raw.items()}
@@ -267,6 +271,7 @@ def wash(
         keeps = read_keeps(store) if gates else ()
         proposal = _propose(washer, washed, keeps)
         receipt.cost_tokens += proposal.cost_tokens
+        receipt.calls = dict(proposal.calls)
         receipt.artifacts |= proposal.artifacts
         excluded = {k.target for k in keeps}
         items = tuple(it for it in proposal.plan.items if target_of(it, washed) not in excluded)

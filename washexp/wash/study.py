@@ -27,7 +27,7 @@ from washexp.errors import ConfigError
 from washexp.hashing import tree_digest
 from washexp.provenance import code_digest, files_digest, git_commit, package_source, public_config
 from washexp.runner import Result, Work, run_group
-from washexp.wash import caliper, gauge, pipeline, rounds, sawtooth, summary
+from washexp.wash import caliper, gauge, pipeline, ported, rounds, sawtooth, summary
 from washexp.wash.feed import feed_folder, load_feed
 from washexp.wash.operators import make_operator
 from washexp.wash.stores import Store, load_stores
@@ -121,6 +121,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         "mlflow.source.git.commit": sweep.shared("git_commit", lambda: git_commit(sweep.root)) or "unknown",
     }
     params = {**{k: v for k, v in tags.items() if not k.startswith(("washexp.", "mlflow.", "sweep"))}, **asdict(m)}
+    tags |= ported.releases(the_gauge.config.pins)
     if served:
         params["served"] = served
     label = f"{m.name} · {washer_name} · gauge {gauge_name}" + ("" if w.gates else " · gates off")
@@ -166,7 +167,13 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
                 f"{label} · {s.name} · {arm}",
                 {**ident, "store": s.name, "store_sha256": s.digest, "arm": arm},
                 {**params, "store": s.name, "arm": arm},
-                {**tags, "washexp.kind": "wash-store", "store": s.name, "arm": arm},
+                {
+                    **tags,
+                    **ported.releases(_gauge_for(arm, dict(w.gauge)).config.pins),
+                    "washexp.kind": "wash-store",
+                    "store": s.name,
+                    "arm": arm,
+                },
                 key=f"{s.name}|{arm}",
             )
             for s in stores.values()
@@ -190,7 +197,8 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
                 start = caliper.measure(scratch).total_tokens_est
                 rds = rounds.loop(scratch, store.files, expected, name, wash, m.rounds, m.dry_stop, cfg.model.name)
             files = files_digest(store.path, ("*",))
-            result = summary.store_rounds(rds, expected, config_yaml, {"fixture": files, "source": source})
+            kept = {"fixture": files, "source": source}
+            result = summary.store_rounds(rds, expected, config_yaml, kept, m.rounds, m.dry_stop)
             result.metrics.update(_tokens_cut(start, rds))
             return result
 
