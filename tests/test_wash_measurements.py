@@ -89,8 +89,8 @@ def test_stopped_at_lean_and_applied_nothing_are_two_columns(record):
     # gauge off: no LEAN band, so the washer was asked every round, though it applied nothing
     assert off["post_exhaustion_stopped_at_lean"] is False and off["post_exhaustion_applied_nothing"]
     leaks = {(r["store"], r["gauge"]): r for r in _rows(record, "infinity_leaks")}
-    assert leaks[("lean", "coalwash-1.0 (off)")]["rounds"] == "1, 2, 3"
-    assert leaks[("lean", "coalwash-1.0 (off)")]["reached"] == "OFF: quick + full"
+    assert leaks[("lean", "coalwash-1.0 (off)")]["rounds"] == [1, 2, 3]
+    assert leaks[("lean", "coalwash-1.0 (off)")]["reached"] == ["OFF: quick + full"]
     assert ("lean", "coalwash-1.0 (configured)") not in leaks
 
 
@@ -109,10 +109,11 @@ def test_one_fact_loss_cumulative_and_missing_now_named_apart(record):
 
 def test_the_record_names_each_ported_parts_release_and_every_seats_model(record):
     releases = record["provenance"]["CoalWash release each ported part follows"]
-    assert releases["scorer"] == [score.FOLLOWS]
-    assert releases["fidelity gate"] == [gate.FOLLOWS] and "CoalWash v1.1.0" in gate.FOLLOWS
-    assert releases["caliper"] == [caliper.FOLLOWS] and "CoalWash v1.1.0" in caliper.FOLLOWS
-    assert releases["band gauge"] == sorted({load_gauge("coalwash-1.0").config.pins, load_gauge("off").config.pins})
+    assert releases["scorer"] == score.FOLLOWS
+    assert releases["fidelity gate"] == gate.FOLLOWS and "CoalWash v1.1.0" in gate.FOLLOWS
+    assert releases["caliper"] == caliper.FOLLOWS and "CoalWash v1.1.0" in caliper.FOLLOWS
+    pins = sorted({load_gauge("coalwash-1.0").config.pins, load_gauge("off").config.pins})
+    assert releases["band gauge"] == "; ".join(pins) and "CoalWash v1.0.0" in pins[0]
     assert record["provenance"]["model per seat that made a call"] == {"reference": "no model call (rule-based)"}
 
 

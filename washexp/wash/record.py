@@ -257,13 +257,13 @@ def _seats(kids: pd.DataFrame, model: str) -> dict[str, str]:
     return out
 
 
-def _releases(parents: pd.DataFrame, kids: pd.DataFrame) -> dict[str, list[str]]:
+def _releases(parents: pd.DataFrame, kids: pd.DataFrame) -> dict[str, str]:
     """Each ported part -> the CoalWash release(s) the runs name (``coalwash.*`` tags)."""
     runs = pd.concat([parents, kids])
     out = {}
     for part in ported.PARTS:
         named = sorted({str(v) for v in _tag(runs, ported.tag(part)).dropna()})
-        out[part] = named or ["not recorded (runs made before wash runs named it)"]
+        out[part] = "; ".join(named) or "not recorded (runs made before wash runs named it)"
     return out
 
 
@@ -298,21 +298,21 @@ def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
             c = _value(p, f"{arm}/ceiling")
             if c is not None:
                 exact, bound = _value(p, f"{arm}/ceiling_exact_min"), _value(p, f"{arm}/ceiling_bound_min")
-                apart = [
-                    f"exact {_int(exact)}" if exact is not None else "",
-                    f"lower bounds ≥{_int(bound)}" if bound is not None else "",
-                ]
+                is_bound = bool(_value(p, f"{arm}/ceiling_lower_bound"))
+                if exact is not None and bound is not None:
+                    apart = f"exact {_int(exact)}; lower bounds ≥{_int(bound)}"
+                else:
+                    apart = "every store exact" if bound is None else "every store a lower bound"
                 rows.append(
                     {
                         "washer": _who(p["washer"], p["gates"]),
                         "gauge": f"{p['gauge']} ({arm})",
                         "store": "CEILING (min)",
                         "store_ceiling": c,
-                        "lower_bound": bool(_value(p, f"{arm}/ceiling_lower_bound")),
+                        "lower_bound": is_bound,
                         "exact_min": exact,
                         "bound_min": bound,
-                        "ceiling": f"{'≥' if _value(p, f'{arm}/ceiling_lower_bound') else ''}{c:.0f}"
-                        + (f" ({'; '.join(a for a in apart if a)})" if exact is not None or bound is not None else ""),
+                        "ceiling": f"{'≥' if is_bound else ''}{c:.0f} ({apart})",
                     }
                 )
     cols = (
@@ -379,8 +379,8 @@ def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Tabl
                         "washer": _who(p["washer"], p["gates"]),
                         "gauge": f"{p['gauge']} ({k.get('tags.arm')})",
                         "store": k.get("tags.store"),
-                        "rounds": ", ".join(str(x["round"]) for x in leaked),
-                        "reached": "; ".join(sorted({_reached(x) for x in leaked})),
+                        "rounds": [x["round"] for x in leaked],
+                        "reached": sorted({_reached(x) for x in leaked}),
                         "proposed": sum(x["proposed"] for x in leaked),
                         "refused": sum(x["refused"] for x in leaked),
                         "applied": sum(x["applied"] for x in leaked),
@@ -422,20 +422,12 @@ def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Tabl
         Column("post_exhaustion_stopped_at_lean", "post-exhaustion rounds stopped at LEAN"),
         Column("post_exhaustion_applied_nothing", "post-exhaustion rounds applied nothing"),
     )
-    round_cols = tuple(
-        Column(k, k.replace("_", " "))
-        for k in (
-            "washer",
-            "gauge",
-            "store",
-            "round",
-            "phase",
-            "lost_this_round",
-            "fact_loss_cum",
-            "missing_now",
-            "fat_removed",
-            "failed",
-        )
+    round_cols = (
+        *(Column(k, k.replace("_", " ")) for k in ("washer", "gauge", "store", "round", "phase", "lost_this_round")),
+        Column("fact_loss_cum", "fact-loss % cumulative", lambda r: _pct(r["fact_loss_cum"]).removesuffix("%")),
+        Column("missing_now", "missing now %"),
+        Column("fat_removed", "fat removed %"),
+        Column("failed", "failed"),
     )
     return (
         Table(
@@ -458,9 +450,11 @@ def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Tabl
         Table(
             "infinity_leaks",
             f"Measurement 2, post-exhaustion rounds past LEAN, by round (hardening backlog; {len(leaks)} store runs)",
-            tuple(
-                Column(c, c.replace("_", " "))
-                for c in ("washer", "gauge", "store", "rounds", "reached", "proposed", "refused", "applied")
+            (
+                *(Column(c, c) for c in ("washer", "gauge", "store")),
+                Column("rounds", "rounds", lambda r: ", ".join(map(str, r["rounds"]))),
+                Column("reached", "reached", lambda r: "; ".join(r["reached"])),
+                *(Column(c, c) for c in ("proposed", "refused", "applied")),
             ),
             tuple(leaks),
             note="Per store run: the fat-exhausted rounds that did not stop at LEAN, the band each read and the tiers "

@@ -17,7 +17,7 @@ delta % = (B - (A + A's costs)) / B.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from washexp.runner import Result
@@ -59,11 +59,11 @@ def _leak(r: Round) -> dict[str, Any]:
     }
 
 
-def _calls(scored: list[Round]) -> dict[str, float]:
-    """``calls/<seat>``: the washer's model calls per seat over the rounds (none for a rule-based washer)."""
+def _calls(washes: Iterable[Mapping[str, int]]) -> dict[str, float]:
+    """``calls/<seat>``: the washer's model calls per seat over the washes (none for a rule-based washer)."""
     out: dict[str, float] = {}
-    for r in scored:
-        for seat, n in (r.receipt or {}).get("calls", {}).items():
+    for calls in washes:
+        for seat, n in calls.items():
             out[f"calls/{seat}"] = out.get(f"calls/{seat}", 0.0) + n
     return out
 
@@ -146,7 +146,7 @@ def store_rounds(
             )
         ),
         "cost_tokens": float(sum((r.receipt or {}).get("cost_tokens", 0) for r in scored)),
-        **_calls(scored),
+        **_calls((r.receipt or {}).get("calls", {}) for r in scored),
     }
     files = artifacts(rds)
     files["config.yaml"] = config_yaml
@@ -216,6 +216,7 @@ def sawtooth_arm(arm: Arm, config_yaml: str, manifest: dict) -> Result:
         "failed_washes": float(sum(s.failed is not None for s in arm.sessions)),
         "muscle_total": float(muscle.get("total", 0)),
         "muscle_kept": float(muscle.get("kept", 0)),
+        **_calls(s.calls for s in arm.sessions),
     }
     series = {
         "session_always_loaded": [float(s.always_loaded) for s in arm.sessions],
