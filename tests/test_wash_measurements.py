@@ -10,13 +10,12 @@ bound): the two are kept apart in the minimum.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, run_cli
+from tests.test_export import export
 from washexp.wash import caliper, gate, score
 from washexp.wash.gauge import load_gauge
 from washexp.wash.summary import ceiling_of
@@ -25,15 +24,7 @@ LOSSY = ["store=[near-wall,lean]", "operator=approve-all", "washer.near_dup_jacc
 
 
 def _export(store: Path, out: Path) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "export", "--experiment", "wash"]
-        + ["--tracking-uri", f"sqlite:///{store / 'mlflow.db'}", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr
+    export(store, out, "--experiment", "wash")
     (record,) = out.glob("wash-reference-*.json")
     return json.loads(record.read_text(encoding="utf-8"))
 
