@@ -268,7 +268,11 @@ def test_a_deleted_files_values_are_drops_and_can_be_approved():
 
 def test_a_hazard_in_one_file_of_a_store_is_named_with_the_file():
     after = dict(STORE, **{"build-notes.md": "\ufeff" + BUILD_NOTES})
-    assert check_store(STORE, after).introduced == ["bom-introduced:build-notes.md: U+FEFF at file start"]
+    result = check_store(STORE, after)
+    assert result.introduced == ["bom-introduced:U+FEFF at file start"]  # the real gate's wording
+    assert [h.to_dict() for h in result.hazards] == [
+        {"type": "bom-introduced", "value": "U+FEFF at file start", "count": 1, "file": "build-notes.md"}
+    ]
 
 
 def test_inventory_counts_each_value_per_distinct_line():

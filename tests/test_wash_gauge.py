@@ -17,10 +17,13 @@ from washexp.errors import ConfigError, WashexpError
 from washexp.wash.caliper import Measurement, measure
 from washexp.wash.files import md_names
 from washexp.wash.gauge import (
+    RELEASE,
     STATE_NAME,
     GaugeConfig,
     GaugeState,
+    _config_from,
     break_even,
+    gauge_dir,
     gauge_names,
     load_gauge,
     load_state,
@@ -294,6 +297,28 @@ def test_every_option_file_names_itself_and_pins_a_version():
         assert gauge.config.pins
 
 
+@pytest.mark.parametrize("name", ["coalwash-1.0", "coalwash-beta5", "off"])
+def test_a_gauge_whose_pinned_version_is_removed_does_not_load(name, tmp_path):
+    """The trap: beta5 without its `pins:` line once loaded as "CoalWash v1.0.0" (a default)."""
+    text = (gauge_dir() / f"{name}.yaml").read_text(encoding="utf-8")
+    unpinned = "".join(line for line in text.splitlines(True) if not line.startswith("pins:"))
+    assert unpinned != text
+    (tmp_path / f"{name}.yaml").write_text(unpinned, encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"gauge {name}: pins must name the CoalWash release"):
+        load_gauge(_config_from(tmp_path / f"{name}.yaml"))
+    from omegaconf import OmegaConf
+
+    with pytest.raises(ConfigError, match="pins must name"):
+        load_gauge(dict(OmegaConf.load(tmp_path / f"{name}.yaml")))  # as a Hydra node reaches it
+
+
+def test_each_gauge_pins_the_release_of_its_own_bands():
+    assert RELEASE.search(load_gauge("coalwash-1.0").config.pins).group() == "CoalWash v1.0.0"
+    assert RELEASE.search(load_gauge("coalwash-beta5").config.pins).group() == "CoalWash v0.1.0-beta.5"
+    with pytest.raises(ConfigError, match="pins must name"):
+        load_gauge({"name": "b5", "model": "bmi-floor", "pins": "the beta-era bands"})
+
+
 def test_option_files_hold_the_pinned_thresholds():
     v1 = load_gauge("coalwash-1.0").config
     assert (v1.fat_arm_tokens, v1.fat_disarm_tokens, v1.footprint_cap_tokens) == (500, 200, 600_000)
@@ -314,9 +339,9 @@ def test_an_unknown_gauge_answers_did_you_mean():
 
 
 def test_a_gauge_from_a_config_or_a_mapping():
-    cfg = replace(GaugeConfig(), name="strict", fat_arm_tokens=100, fat_disarm_tokens=50)
+    cfg = replace(GaugeConfig(), name="strict", pins="CoalWash v1.0.0 bands", fat_arm_tokens=100, fat_disarm_tokens=50)
     assert load_gauge(cfg).verdict(reading(fat=100), GaugeState()).band == "OBESE"
-    gauge = load_gauge({"name": "b5", "model": "bmi-floor", "full_bmi": 3.0})
+    gauge = load_gauge({"name": "b5", "pins": "CoalWash v0.1.0-beta.5 bands", "model": "bmi-floor", "full_bmi": 3.0})
     assert gauge.verdict(reading(footprint=2500), GaugeState(floor_tokens=1000)).band == "OBESE"
     with pytest.raises(ConfigError, match="fat_arm_tokns"):
         load_gauge({"name": "x", "fat_arm_tokns": 3})

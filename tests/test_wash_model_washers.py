@@ -240,6 +240,8 @@ def test_coalwash_sweep_then_a_strict_replay_with_no_server(tmp_path):
     ceiling = next(r for r in rows if r["measurement"] == "ceiling")
     assert ceiling["fat_removed"] > 0 and ceiling["tokens_cut"] > 0 and ceiling["muscle_total"] == 20
     assert "Washers side by side" in md and "coalwash: CoalWash's full tier" in md
+    seats = record["provenance"]["model per seat that made a call"]
+    assert seats == {f"coalwash: {kind}": MODEL for kind in sorted({r["kind"] for r in script.requests})}
 
 
 def test_plain_sweep_runs_with_the_gates_off(tmp_path):
@@ -270,3 +272,4 @@ def test_plain_sweep_runs_with_the_gates_off(tmp_path):
     losses = record["tables"]["muscle_losses"]["rows"]
     assert losses and {r["washer"] for r in losses} == {"plain (gates off)"}
     assert "gates off (the plain-compress control" in md
+    assert record["provenance"]["model per seat that made a call"] == {"plain: plain": MODEL}

@@ -276,7 +276,7 @@ def test_gate_blocks_an_introduced_decomposed_sara_am_even_if_declared(tmp_path)
     shorter = line.removeprefix("ขอย้ำอีกครั้งว่า ").rstrip("\n")
     assert "\u0e33" in shorter  # composed sara-am, as the store writes it
     decomposed = shorter.replace("\u0e33", "\u0e4d\u0e32")
-    hazard = "translation-notes.md: U+0E4D+U+0E32 introduced (must stay U+0E33)"
+    hazard = "U+0E4D+U+0E32 introduced (must stay U+0E33)"
     washer = PlanWasher(
         (replace(store, "translation-notes.md", "ขอย้ำ", decomposed),),
         ({"type": "thai-sara-am-decomposed", "value": hazard},),

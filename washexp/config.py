@@ -122,8 +122,9 @@ class MeasurementConfig:
     """``ceiling``, ``infinity`` or ``sawtooth`` (the seed's three measurements)."""
     rounds: int = 8
     """Full-tier rounds per store (ceiling, infinity)."""
-    dry_stop: int = 2
-    """Stop a store after this many consecutive dry rounds (nothing applied); 0 = never."""
+    dry_stop: int = 0
+    """0 (the seed: "no rest"): every store runs all its rounds. A user's option: stop a store after
+    this many consecutive dry rounds (nothing applied); the ceiling table then says so."""
     arms: list[str] = field(default_factory=lambda: ["off"])
     """The gauges a store is washed under: ``configured`` (the ``gauge`` option) and/or ``off``."""
     sessions: int = 24
@@ -179,6 +180,7 @@ SHORT_KEYS = {
     "operator": "wash.operator",
     "gates": "wash.gates",
     "rounds": "wash.measurement.rounds",
+    "dry_stop": "wash.measurement.dry_stop",
     "sessions": "wash.measurement.sessions",
     "h_impl": "compaction.method.h_impl",
 }

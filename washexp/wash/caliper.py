@@ -51,6 +51,9 @@ from washexp.wash.gauge import (
     state_path,
 )
 
+FOLLOWS = "CoalWash v1.1.0 scripts/lib/caliper.mjs (measureEntries, mechFatFromText, tokensEst)"
+"""The release this port follows, as every wash run and record names it."""
+
 READ_BUDGET_BYTES = 256 * 1024
 """Always-loaded text is read up to this many bytes in all (caliper.mjs ``readBudgetBytes``)."""
 

@@ -39,7 +39,9 @@ Deliberate differences from the real gate:
   together) applied to the store, and matches the scorer, which searches the joined store. The
   real ``apply.mjs`` gates each rewritten file alone, so there a move between two rewritten files
   blocks. Distinct lines are pooled too: an exact-duplicate line cut from one file is free while
-  another file keeps it. Hazards and frontmatter census are judged per changed file, named.
+  another file keeps it. Hazards and frontmatter census are judged per changed file: the drop's
+  ``file`` names it (as ``gateFiles`` puts ``path`` beside each drop) and its value keeps the real
+  gate's wording, in ``--json`` too.
 - ``Drop.count`` (mentions lost) is ours; the real gate reports ``occurrences`` only for the
   multiset layer.
 - The class-name aliases in approvals are ours; the real gate accepts only ``type:value``.
@@ -66,6 +68,9 @@ from washexp.wash.inventory import (
     evidence_tokens,
     take_inventory,
 )
+
+FOLLOWS = "CoalWash v1.1.0 scripts/lib/fidelity-gate.mjs (checkFidelity)"
+"""The release this port follows, as every wash run and record names it."""
 
 DROP_TYPE = {
     "wikilinks": "wikilink-drop",
@@ -100,6 +105,9 @@ class Drop:
     after: int | None = None
     survivor: str | None = None
     marker: str | None = None
+    file: str | None = None
+    """In a store: the changed file a hazard or an unverifiable frontmatter was found in (the real
+    ``gateFiles`` names it as ``path``); the value keeps the real gate's wording."""
 
     @property
     def key(self) -> str:
@@ -116,7 +124,7 @@ class Drop:
             note = f" ({self.before} mention(s) -> {self.after}; the value itself survives)"
         if self.marker:
             note = f" (its marker {self.marker!r} still stands)"
-        return f"{self.key}{note}"
+        return f"{self.file}: {self.key}{note}" if self.file else f"{self.key}{note}"
 
 
 @dataclass
@@ -138,6 +146,7 @@ class GateResult:
             "introduced": self.introduced,
             "approved": [d.to_dict() for d in self.approved],
             "warnings": self.warnings,
+            "hazards": [d.to_dict() for d in self.hazards],
         }
 
 
@@ -294,12 +303,14 @@ def _hazards(before: str, after: str, where: str = "") -> tuple[list[Drop], list
     at = f"{where}: " if where else ""
 
     def introduced(kind: str, value: str) -> None:
-        found.append(Drop(kind, at + value))
+        found.append(Drop(kind, value, file=where or None))
 
     if SARA_AM_DECOMPOSED in after and SARA_AM_DECOMPOSED not in before:
         introduced("thai-sara-am-decomposed", "U+0E4D+U+0E32 introduced (must stay U+0E33)")
     elif SARA_AM_DECOMPOSED in after:
-        warnings.append(f"{at}decomposed Thai sara-am present before and after (inherited)")
+        warnings.append(
+            f"{at}decomposed Thai sara-am present in BOTH versions (pre-existing — consider NFC-normalizing separately)"
+        )
     if after.startswith("\ufeff") and not before.startswith("\ufeff"):
         introduced("bom-introduced", "U+FEFF at file start")
     if "\u200b" in after and "\u200b" not in before:
@@ -360,7 +371,7 @@ def check_store(before: Mapping[str, str], after: Mapping[str, str], approved_dr
         new_fm = new is not None and take_inventory([new]).frontmatter_incomplete
         if old_fm or new_fm:
             side = "both" if old_fm and new_fm else "orig" if old_fm else "next"
-            drops.append(Drop("frontmatter-inventory-incomplete", f"{name}: {side}"))
+            drops.append(Drop("frontmatter-inventory-incomplete", side, file=name))
         if new is not None:
             found, warned = _hazards(old or "", new, name)
             hazards += found
@@ -424,7 +435,7 @@ def _report(result: GateResult, before: Path, after: Path) -> str:
         f" hazard(s) · {len(result.approved)} approved · {before} -> {after}"
     ]
     out += [f"  drop      {d.describe()}" for d in result.drops]
-    out += [f"  hazard    {h}" for h in result.introduced]
+    out += [f"  hazard    {h.describe()}" for h in result.hazards if h not in result.approved]
     out += [f"  approved  {d.describe()}" for d in result.approved]
     out += [f"  warning   {w}" for w in result.warnings]
     return "\n".join(out)

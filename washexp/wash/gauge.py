@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -71,7 +72,9 @@ class GaugeConfig:
     ``fat-schmitt``: fat marks, caps, economics; ``bmi-floor``: BMI bands, caps, economics."""
 
     name: str = DEFAULT_GAUGE
-    pins: str = "CoalWash v1.0.0 band gauge"
+    pins: str = ""
+    """The CoalWash release whose bands this gauge follows (``CoalWash v1.0.0 band gauge: ...``):
+    required, never inherited (``gauge=off`` names no release)."""
     model: str = "fat-schmitt"
     fat_arm_tokens: int = 500
     fat_disarm_tokens: int = 200
@@ -413,6 +416,9 @@ class OffGauge:
         return state
 
 
+RELEASE = re.compile(r"\bCoalWash v\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?")
+"""How a gauge's ``pins`` names the release it follows (``CoalWash v0.1.0-beta.5``)."""
+
 MODELS = {"fat-schmitt": FatSchmittGauge, "bmi-floor": BmiFloorGauge, "off": OffGauge}
 """``model`` in a gauge's option file -> the rule."""
 
@@ -427,4 +433,10 @@ def load_gauge(name_or_config: str | GaugeConfig | Mapping) -> Gauge:
         cfg = _config_from(name_or_config)
     if cfg.model not in MODELS:
         raise ConfigError(unknown_name("gauge model", cfg.model, list(MODELS)))
-    return MODELS[cfg.model](cfg)
+    gauge = MODELS[cfg.model](cfg)
+    if not (RELEASE.search(cfg.pins) if cfg.model != "off" else cfg.pins.strip()):
+        raise ConfigError(
+            f"gauge {cfg.name}: pins must name the CoalWash release its bands follow "
+            f"(e.g. 'CoalWash v1.0.0 band gauge: ...'), got {cfg.pins!r}"
+        )
+    return gauge

@@ -55,6 +55,8 @@ from washexp.wash.scratch import scratch_dir
 from washexp.wash.washer import Keep, Proposal, Washer, target_of
 
 DELETE_OPS = ("delete", "delete-file")
+LEAN_STOP = "LEAN — nothing to clean"
+"""A receipt's ``stopped`` when the LEAN band stopped the wash before any tier."""
 
 
 class WasherError(WashexpError):
@@ -88,6 +90,8 @@ class Receipt:
     steps: list[Step] = field(default_factory=list)
     cost_tokens: int = 0
     """The washer's own token cost (0 for a rule-based washer): measurement 3 charges it to arm A."""
+    calls: dict[str, int] = field(default_factory=dict)
+    """The washer's model calls per seat (empty: it made none)."""
     written: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     artifacts: dict[str, str] = field(default_factory=dict)
@@ -261,7 +265,7 @@ def _wash(tx: transaction.Transaction, washer: Washer | None, the_gauge, operato
     gauge.save_state(store, verdict.state)
     receipt = Receipt(store.name, verdict.band, verdict.reason)
     if gates and verdict.band == "LEAN":
-        receipt.stopped = "LEAN — nothing to clean"
+        receipt.stopped = LEAN_STOP
         return receipt
     raw = read_md_bytes(store)  # one read: texts and digests agree
     files = decode(store, raw)
@@ -275,6 +279,7 @@ def _wash(tx: transaction.Transaction, washer: Washer | None, the_gauge, operato
         keeps = read_keeps(store) if gates else ()
         proposal = _propose(washer, washed, keeps)
         receipt.cost_tokens += proposal.cost_tokens
+        receipt.calls = dict(proposal.calls)
         receipt.artifacts |= proposal.artifacts
         full = Step("full", notes=list(proposal.notes))
         receipt.steps.append(full)

@@ -19,7 +19,9 @@ from washexp import __version__
 from washexp.errors import WashexpError
 from washexp.export import plots
 from washexp.export.records import Column, Plot, Record, Table
+from washexp.wash import ported
 from washexp.wash.record_washers import gates_label, washers_table
+from washexp.wash.summary import fact_loss_pct
 
 KEYS = ["model", "measurement", "washer", "gauge", "operator", "gates"]
 REFERENCE_HEADLINE = (
@@ -36,6 +38,12 @@ MODEL_WASHERS = {
     "the reply written back, run with the gates off.",
 }
 
+
+FACT_LOSS = (
+    "Fact-loss % cumulative: the muscle needles lost at any round so far over the muscle total (a needle a later "
+    "round restores still counts); split by the phase of the round that lost it. Missing now %: the needles absent "
+    "from the store as it is (score.mjs's lossPct)."
+)
 
 LOCAL_NOTE = (
     "A small model served on this machine ({model}, {tier}) washes the stores: the record shows that the harness "
@@ -112,9 +120,9 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
     if len(by["ceiling"]):
         tables.append(_ceiling(by["ceiling"], kids))
     if len(by["infinity"]):
-        summary_table, per_round = _infinity(by["infinity"], kids, options.uri)
+        summary_table, per_round, leaks = _infinity(by["infinity"], kids, options.uri)
         tables.append(summary_table)
-        folded.append(per_round)
+        folded += [per_round, leaks]
     if len(by["sawtooth"]):
         table, plot = _sawtooth(by["sawtooth"], kids, options.uri, stem)
         tables.append(table)
@@ -182,6 +190,8 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
         "source sha256 of the runs": sorted({str(v) for v in _tag(parents, "washexp.source").dropna()}),
         "model": model,
         **({"served model (GGUF, n_ctx, server)": served} if served else {}),
+        "model per seat that made a call": _seats(kids, model),
+        "CoalWash release each ported part follows": _releases(parents, kids),
         "tier": first.get("tags.tier"),
         "platform": platform,
         "measurements": sorted(set(parents["measurement"])),
@@ -234,6 +244,29 @@ def _compare_data(kids: pd.DataFrame, uri: str) -> dict[str, list]:
     return {"wash_rounds": rounds, "wash_muscle": [{"store": s, "needles": n} for s, n in sorted(muscle.items())]}
 
 
+def _seats(kids: pd.DataFrame, model: str) -> dict[str, str]:
+    """Per washer, each seat whose runs made a model call (``calls/<seat>``) -> the model; a washer
+    whose runs made none is named as such."""
+    out = {}
+    for washer, runs in kids.groupby(_tag(kids, "washer"), sort=True):
+        calls = [c for c in runs.columns if c.startswith("metrics.calls/") and runs[c].fillna(0).sum() > 0]
+        for col in sorted(calls):
+            out[f"{washer}: {col.removeprefix('metrics.calls/')}"] = model
+        if not calls:
+            out[str(washer)] = "no model call (rule-based)" if washer == "reference" else "no model call recorded"
+    return out
+
+
+def _releases(parents: pd.DataFrame, kids: pd.DataFrame) -> dict[str, str]:
+    """Each ported part -> the CoalWash release(s) the runs name (``coalwash.*`` tags)."""
+    runs = pd.concat([parents, kids])
+    out = {}
+    for part in ported.PARTS:
+        named = sorted({str(v) for v in _tag(runs, ported.tag(part)).dropna()})
+        out[part] = "; ".join(named) or "not recorded (runs made before wash runs named it)"
+    return out
+
+
 def _by_tag(kids: pd.DataFrame, name: str, digest: str) -> dict[str, str]:
     """name -> digest over the runs that carry both tags (sorted; absent tags are NaN in pandas)."""
     pairs = zip(_tag(kids, name), _tag(kids, digest), strict=True)
@@ -251,6 +284,8 @@ def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
                     "gauge": f"{p['gauge']} ({k.get('tags.arm')})",
                     "store": k.get("tags.store"),
                     "rounds": _value(k, "rounds"),
+                    "rounds_planned": _value(k, "rounds_planned"),
+                    "dry_stop_after": _value(k, "dry_stop_after"),
                     "first_bad_round": first_bad or None,
                     "store_ceiling": _value(k, "store_ceiling"),
                     "lower_bound": bool(_value(k, "store_ceiling_lower_bound")),
@@ -262,21 +297,29 @@ def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
         for arm in ("off", "configured"):
             c = _value(p, f"{arm}/ceiling")
             if c is not None:
-                bound = "≥" if _value(p, f"{arm}/ceiling_lower_bound") else ""
+                exact, bound = _value(p, f"{arm}/ceiling_exact_min"), _value(p, f"{arm}/ceiling_bound_min")
+                is_bound = bool(_value(p, f"{arm}/ceiling_lower_bound"))
+                if exact is not None and bound is not None:
+                    apart = f"exact {_int(exact)}; lower bounds ≥{_int(bound)}"
+                else:
+                    apart = "every store exact" if bound is None else "every store a lower bound"
                 rows.append(
                     {
                         "washer": _who(p["washer"], p["gates"]),
                         "gauge": f"{p['gauge']} ({arm})",
                         "store": "CEILING (min)",
                         "store_ceiling": c,
-                        "ceiling": f"{bound}{c:.0f}",
+                        "lower_bound": is_bound,
+                        "exact_min": exact,
+                        "bound_min": bound,
+                        "ceiling": f"{'≥' if is_bound else ''}{c:.0f} ({apart})",
                     }
                 )
     cols = (
         Column("washer", "washer"),
         Column("gauge", "gauge (arm)"),
         Column("store", "store"),
-        Column("rounds", "rounds run", lambda r: _int(r.get("rounds"))),
+        Column("rounds", "rounds run", _rounds_run),
         Column(
             "first_bad_round",
             "first bad round",
@@ -287,7 +330,11 @@ def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
         Column(
             "store_ceiling",
             "ceiling",
-            lambda r: r.get("ceiling") or (("≥" if r.get("lower_bound") else "") + _int(r.get("store_ceiling"))),
+            lambda r: (
+                r.get("ceiling")
+                or (("≥" if r.get("lower_bound") else "") + _int(r.get("store_ceiling")))
+                + (f", stopped after {_int(r['dry_stop_after'])} dry rounds" if r.get("dry_stop_after") else "")
+            ),
         ),
         Column("muscle_lost", "muscle lost", lambda r: _int(r.get("muscle_lost"))),
         Column("fat_removed_pct", "fat removed %", lambda r: _pct(r.get("fat_removed_pct"))),
@@ -297,16 +344,19 @@ def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
         "Measurement 1: the consecutive-run ceiling",
         cols,
         tuple(rows),
-        note="A bad round loses any muscle needle, or changes a no-fat store. Ceiling = min over stores of "
-        "(first bad round - 1); '≥' when a store had no bad round within the rounds run.",
+        note="Every store runs all its rounds with no rest (the seed); an early stop is a user's option "
+        "(dry_stop) and is then printed beside the store's ceiling. A bad round loses any muscle needle, or changes a "
+        "no-fat store. Ceiling = min over stores of (first bad round - 1); '≥' when a store had no bad round within "
+        "the rounds run (a lower bound). The minimum keeps exact values and lower bounds apart: it is exact when an "
+        "exact value is at or below every lower bound.",
     )
 
 
-def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Table, Table]:
-    rows, per_round = [], []
+def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Table, Table, Table]:
+    rows, per_round, leaks = [], [], []
     for _, p in parents.iterrows():
         for _, k in kids[kids["parent"] == p["run_id"]].iterrows():
-            noop = _value(k, "post_exhaustion_noop")
+            lean, nothing = _value(k, "post_exhaustion_stopped_at_lean"), _value(k, "post_exhaustion_applied_nothing")
             rows.append(
                 {
                     "washer": _who(p["washer"], p["gates"]),
@@ -316,12 +366,29 @@ def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Tabl
                     "fact_loss_has_fat_pct": _value(k, "fact_loss_has_fat_pct"),
                     "fact_loss_fat_exhausted_pct": _value(k, "fact_loss_fat_exhausted_pct"),
                     "fact_loss_pct": _value(k, "fact_loss_pct"),
+                    "missing_now_pct": _value(k, "missing_now_pct"),
                     "fat_removed_pct": _value(k, "fat_removed_pct"),
-                    "post_exhaustion_noop": None if noop is None else bool(noop),
+                    "post_exhaustion_stopped_at_lean": None if lean is None else bool(lean),
+                    "post_exhaustion_applied_nothing": None if nothing is None else bool(nothing),
                 }
             )
+            leaked = _artifact(uri, k["run_id"], "leaks.json") or []
+            if leaked:
+                leaks.append(
+                    {
+                        "washer": _who(p["washer"], p["gates"]),
+                        "gauge": f"{p['gauge']} ({k.get('tags.arm')})",
+                        "store": k.get("tags.store"),
+                        "rounds": [x["round"] for x in leaked],
+                        "reached": sorted({_reached(x) for x in leaked}),
+                        "proposed": sum(x["proposed"] for x in leaked),
+                        "refused": sum(x["refused"] for x in leaked),
+                        "applied": sum(x["applied"] for x in leaked),
+                    }
+                )
             for rd in _artifact(uri, k["run_id"], "rounds.json") or []:
                 score = rd.get("score") or {}
+                total = (score.get("muscle") or {}).get("total")
                 per_round.append(
                     {
                         "washer": _who(p["washer"], p["gates"]),
@@ -330,7 +397,8 @@ def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Tabl
                         "round": rd["round"],
                         "phase": rd["phase"],
                         "lost_this_round": len(rd.get("lost_now", [])),
-                        "fact_loss_cum": (score.get("muscle") or {}).get("lossPct"),
+                        "fact_loss_cum": None if not score else fact_loss_pct(rd["lost_so_far"], total),
+                        "missing_now": (score.get("muscle") or {}).get("lossPct"),
                         "fat_removed": (score.get("fat") or {}).get("removalPct"),
                         "failed": rd.get("failed"),
                     }
@@ -349,22 +417,17 @@ def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Tabl
             lambda r: _pct(r.get("fact_loss_fat_exhausted_pct")),
         ),
         Column("fact_loss_pct", "fact-loss % cumulative", lambda r: _pct(r.get("fact_loss_pct"))),
+        Column("missing_now_pct", "missing now % (last round)", lambda r: _pct(r.get("missing_now_pct"))),
         Column("fat_removed_pct", "fat removed %", lambda r: _pct(r.get("fat_removed_pct"))),
-        Column("post_exhaustion_noop", "post-exhaustion 100% no-op"),
+        Column("post_exhaustion_stopped_at_lean", "post-exhaustion rounds stopped at LEAN"),
+        Column("post_exhaustion_applied_nothing", "post-exhaustion rounds applied nothing"),
     )
-    round_cols = tuple(
-        Column(k, k.replace("_", " "))
-        for k in (
-            "washer",
-            "gauge",
-            "store",
-            "round",
-            "phase",
-            "lost_this_round",
-            "fact_loss_cum",
-            "fat_removed",
-            "failed",
-        )
+    round_cols = (
+        *(Column(k, k.replace("_", " ")) for k in ("washer", "gauge", "store", "round", "phase", "lost_this_round")),
+        Column("fact_loss_cum", "fact-loss % cumulative", lambda r: _pct(r["fact_loss_cum"]).removesuffix("%")),
+        Column("missing_now", "missing now %"),
+        Column("fat_removed", "fat removed %"),
+        Column("failed", "failed"),
     )
     return (
         Table(
@@ -372,14 +435,30 @@ def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Tabl
             "Measurement 2: infinity-loop fact-loss by phase",
             cols,
             tuple(rows),
-            note="Phase boundary: the first round that starts with no planted fat left. Post-exhaustion no-op: every "
-            "fat-exhausted round applied nothing (the target: the LEAN band stops them).",
+            note="Phase boundary: the first round that starts with no planted fat left. " + FACT_LOSS + " "
+            "Stopped at LEAN (the seed's structural target): every fat-exhausted round's receipt stopped before the "
+            "quick tier and the washer made no call; a gauge-off arm has no LEAN band, so it reads 'no'. Applied "
+            "nothing: no fat-exhausted round changed the store (a round can apply nothing and still reach the washer). "
+            "Every fat-exhausted round past LEAN is listed by round below (the hardening backlog).",
         ),
         Table(
             "infinity_rounds",
-            "Measurement 2, per round (fact-loss cumulative %, fat removed %, as score.mjs prints them)",
+            "Measurement 2, per round (fact-loss % cumulative; missing now %, fat removed % as score.mjs prints them)",
             round_cols,
             tuple(per_round),
+        ),
+        Table(
+            "infinity_leaks",
+            f"Measurement 2, post-exhaustion rounds past LEAN, by round (hardening backlog; {len(leaks)} store runs)",
+            (
+                *(Column(c, c) for c in ("washer", "gauge", "store")),
+                Column("rounds", "rounds", lambda r: ", ".join(map(str, r["rounds"]))),
+                Column("reached", "reached", lambda r: "; ".join(r["reached"])),
+                *(Column(c, c) for c in ("proposed", "refused", "applied")),
+            ),
+            tuple(leaks),
+            note="Per store run: the fat-exhausted rounds that did not stop at LEAN, the band each read and the tiers "
+            "it reached, and the items proposed, refused by the operator and applied over those rounds.",
         ),
     )
 
@@ -451,6 +530,19 @@ def _runs_table(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
         tuple(Column(c, c) for c in ("run", "status", "run_id")),
         tuple(rows),
     )
+
+
+def _rounds_run(row) -> str:
+    """``8`` when a store ran every planned round, ``3 of 8`` when it stopped early (or failed)."""
+    run, planned = row.get("rounds"), row.get("rounds_planned")
+    if run is None or planned is None or run == planned:
+        return _int(run)
+    return f"{_int(run)} of {_int(planned)}"
+
+
+def _reached(leak: dict) -> str:
+    tiers = " + ".join(leak["tiers"]) or "no tier"
+    return f"FAILED: {leak['failed']}" if leak["failed"] else f"{leak['band']}: {tiers}"
 
 
 def _who(washer, gates) -> str:

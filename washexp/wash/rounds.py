@@ -42,6 +42,8 @@ class Round:
     failed: str | None = None
     lost_now: list[dict] = field(default_factory=list)
     """Muscle lost in this round: id, needle, and the plan item that cut it."""
+    lost_so_far: int = 0
+    """Muscle needles lost at any round up to this one (a needle restored later still counts)."""
     tokens_total: int = 0
     tokens_always_loaded: int = 0
     washer_artifacts: dict[str, str] = field(default_factory=dict)
@@ -140,6 +142,7 @@ def loop(
                 lost_now=[
                     {"id": i, "needle": muscle[i], "cut_by": _culprits(muscle[i], receipt, before)} for i in now_lost
                 ],
+                lost_so_far=len(lost),
                 tokens_total=m.total_tokens_est,
                 tokens_always_loaded=m.always_loaded_tokens_est,
                 washer_artifacts=dict(receipt.artifacts),

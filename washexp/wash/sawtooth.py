@@ -31,6 +31,8 @@ class Session:
     fired: bool
     applied: int = 0
     cost_tokens: int = 0
+    calls: dict[str, int] = field(default_factory=dict)
+    """The wash's model calls per seat."""
     failed: str | None = None
     sha256: str = ""
 
@@ -63,7 +65,7 @@ def run_arm(feed: Feed, sessions: int, work: Path, the_gauge, wash, washes: bool
         if washes and verdict.fires:
             try:
                 receipt = wash(store)
-                row.applied, row.cost_tokens = receipt.applied, receipt.cost_tokens
+                row.applied, row.cost_tokens, row.calls = receipt.applied, receipt.cost_tokens, dict(receipt.calls)
             except WashexpError as err:
                 row.failed = str(err)
         row.always_loaded = caliper.measure(store).always_loaded_tokens_est

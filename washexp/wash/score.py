@@ -38,6 +38,12 @@ from washexp.needles import norm
 from washexp.tokens import caliper_estimate
 from washexp.wash.files import md_names
 
+FOLLOWS = (
+    "score.mjs of the CoalWash benchmark (TheColliery/.github benchmarks/CoalWash/score.mjs at commit 0eafe905; "
+    "the protocol was written for CoalWash v0.1.0-beta.5)"
+)
+"""The release this port follows, as every wash run and record names it."""
+
 USAGE = (
     "usage: washexp score <fixtureDir> <storeDir> [--round N] [--model NAME] [--phase p] [--json] [--date YYYY-MM-DD]"
 )

@@ -26,7 +26,7 @@ from washexp.errors import ConfigError, ModelError
 from washexp.hashing import tree_digest
 from washexp.provenance import code_digest, files_digest, git_commit, package_source, public_config
 from washexp.runner import Result, Work, run_group
-from washexp.wash import caliper, gauge, pipeline, rounds, sawtooth, summary
+from washexp.wash import caliper, gauge, pipeline, ported, rounds, sawtooth, summary
 from washexp.wash.feed import feed_folder, load_feed
 from washexp.wash.operators import make_operator
 from washexp.wash.scratch import scratch_dir, sweep_scratch
@@ -122,6 +122,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         "mlflow.source.git.commit": sweep.shared("git_commit", lambda: git_commit(sweep.root)) or "unknown",
     }
     params = {**{k: v for k, v in tags.items() if not k.startswith(("washexp.", "mlflow.", "sweep"))}, **asdict(m)}
+    tags |= ported.releases(the_gauge.config.pins)
     if served:
         params["served"] = served
     if getattr(built, "confinement", None):  # what contained a command washer on this machine
@@ -169,7 +170,13 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
                 f"{label} · {s.name} · {arm}",
                 {**ident, "store": s.name, "store_sha256": s.digest, "arm": arm},
                 {**params, "store": s.name, "arm": arm},
-                {**tags, "washexp.kind": "wash-store", "store": s.name, "arm": arm},
+                {
+                    **tags,
+                    **ported.releases(_gauge_for(arm, dict(w.gauge)).config.pins),
+                    "washexp.kind": "wash-store",
+                    "store": s.name,
+                    "arm": arm,
+                },
                 key=f"{s.name}|{arm}",
             )
             for s in stores.values()
@@ -193,7 +200,8 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
                 start = caliper.measure(scratch).total_tokens_est
                 rds = rounds.loop(scratch, store.files, expected, name, wash, m.rounds, m.dry_stop, cfg.model.name)
             files = files_digest(store.path, ("*",))
-            result = summary.store_rounds(rds, expected, config_yaml, {"fixture": files, "source": source})
+            kept = {"fixture": files, "source": source}
+            result = summary.store_rounds(rds, expected, config_yaml, kept, m.rounds, m.dry_stop)
             result.metrics.update(_tokens_cut(start, rds))
             return result
 

@@ -1,9 +1,15 @@
 """From rounds and sessions to what a run logs: metrics, step series and artifacts.
 
 Per store (ceiling, infinity): the first bad round (any muscle lost, or a no-fat store changed),
-fact-loss % per round and cumulative, split by phase, and whether every post-exhaustion round was
-a 100% no-op (nothing applied). Per measurement: ceiling = min over stores of (first bad round -
-1); a store with no bad round within its rounds gives only a lower bound (``ceiling_lower_bound``).
+and the rounds run (with ``dry_stop_after`` when a user's early stop ended the loop). Fact-loss has
+one meaning: **fact-loss % cumulative** = muscle needles lost at any round so far over the muscle
+total (a needle restored later still counts: what a user fears); split by the phase of the round
+that lost it. What score.mjs prints per round (``lossPct``) is the other thing, named **missing
+now**. Past fat exhaustion two things are counted apart: rounds **stopped at LEAN** (the seed's
+structural target: the receipt stopped before the quick tier and the washer was never asked) and
+rounds that **applied nothing**; each fat-exhausted round that got past LEAN is a leak, listed in
+``leaks.json`` (the hardening backlog). Per measurement: ceiling = min over stores of (first bad
+round - 1), exact values and lower bounds (a store with no bad round) kept apart.
 Per sawtooth arm: always-loaded tokens per session and their total, A's run costs;
 delta % = (B - (A + A's costs)) / B.
 """
@@ -11,10 +17,11 @@ delta % = (B - (A + A's costs)) / B.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from washexp.runner import Result
+from washexp.wash.pipeline import LEAN_STOP
 from washexp.wash.rounds import Round, artifacts
 from washexp.wash.sawtooth import Arm, arm_artifacts
 
@@ -23,11 +30,53 @@ def _pct(n: float, d: float) -> float | None:
     return 100.0 * n / d if d else None
 
 
-def store_rounds(rds: list[Round], expected: dict[str, Any], config_yaml: str, manifest: dict) -> Result:
+def fact_loss_pct(lost_so_far: int, muscle_total: int) -> float | None:
+    """Fact-loss % cumulative: needles lost at any round so far over the muscle total (None: no muscle)."""
+    return _pct(lost_so_far, muscle_total)
+
+
+def stopped_at_lean(receipt: dict[str, Any] | None) -> bool:
+    """The round stopped at the LEAN band: before the quick tier, so the washer was never asked
+    (no tier ran, no token spent). A failed round (no receipt) did not stop at LEAN."""
+    if not receipt:
+        return False
+    asked = receipt["steps"] or receipt["calls"] or receipt["cost_tokens"]
+    return receipt["stopped"] == LEAN_STOP and not asked
+
+
+def _leak(r: Round) -> dict[str, Any]:
+    """What a fat-exhausted round that got past LEAN reached (the hardening backlog's row)."""
+    receipt = r.receipt or {}
+    return {
+        "round": r.round,
+        "band": receipt.get("band"),
+        "tiers": [s["tier"] for s in receipt.get("steps", [])],
+        "proposed": receipt.get("proposed", 0),
+        "refused": receipt.get("refused", 0),
+        "applied": receipt.get("applied", 0),
+        "cost_tokens": receipt.get("cost_tokens", 0),
+        "failed": r.failed,
+    }
+
+
+def _calls(washes: Iterable[Mapping[str, int]]) -> dict[str, float]:
+    """``calls/<seat>``: the washer's model calls per seat over the washes (none for a rule-based washer)."""
+    out: dict[str, float] = {}
+    for calls in washes:
+        for seat, n in calls.items():
+            out[f"calls/{seat}"] = out.get(f"calls/{seat}", 0.0) + n
+    return out
+
+
+def store_rounds(
+    rds: list[Round], expected: dict[str, Any], config_yaml: str, manifest: dict, planned: int, dry_stop: int
+) -> Result:
+    """The store run's result; ``planned`` rounds were asked for, ``dry_stop`` is the user's early
+    stop (0: none)."""
     muscle_total = len(expected.get("muscle", []))
     no_op_store = bool(expected.get("expectNoOp"))
     scored = [r for r in rds if r.score is not None]
-    first_bad, lost = 0, 0
+    first_bad = 0
     lost_by_phase = {"has-fat": 0, "fat-exhausted": 0}
     series: dict[str, list[float]] = {
         k: []
@@ -35,6 +84,7 @@ def store_rounds(rds: list[Round], expected: dict[str, Any], config_yaml: str, m
             "round_muscle_kept",
             "round_fact_loss_pct",
             "round_fact_loss_cum_pct",
+            "round_missing_now_pct",
             "round_fat_removed_pct",
             "round_no_op",
             "round_applied",
@@ -42,44 +92,51 @@ def store_rounds(rds: list[Round], expected: dict[str, Any], config_yaml: str, m
             "round_tokens_always_loaded",
         )
     }
-    exhausted, post_noop = [], []
     for r in scored:
         now = len(r.lost_now)
-        lost += now
         lost_by_phase[r.phase] += now
         changed = bool(r.score["noOp"]["changed"])
-        if not first_bad and (lost or (no_op_store and changed)):
+        if not first_bad and (r.lost_so_far or (no_op_store and changed)):
             first_bad = r.round
         applied = r.receipt["applied"] if r.receipt else 0
-        if r.phase == "fat-exhausted":
-            exhausted.append(r.round)
-            post_noop.append(applied == 0)
         series["round_muscle_kept"].append(r.score["muscle"]["kept"])
         series["round_fact_loss_pct"].append(_pct(now, muscle_total) or 0.0)
-        series["round_fact_loss_cum_pct"].append(_pct(lost, muscle_total) or 0.0)
+        series["round_fact_loss_cum_pct"].append(fact_loss_pct(r.lost_so_far, muscle_total) or 0.0)
+        series["round_missing_now_pct"].append(_pct(len(r.score["muscle"]["lost"]), muscle_total) or 0.0)
         fat = r.score["fat"]
         series["round_fat_removed_pct"].append(_pct(fat["removed"], fat["total"]) or 0.0)
         series["round_no_op"].append(float(not changed))
         series["round_applied"].append(float(applied))
         series["round_tokens_total"].append(float(r.tokens_total))
         series["round_tokens_always_loaded"].append(float(r.tokens_always_loaded))
+    exhausted = [r for r in rds if r.phase == "fat-exhausted"]
+    leaks = [_leak(r) for r in exhausted if not stopped_at_lean(r.receipt)]
     last = scored[-1].score if scored else None
+    lost = scored[-1].lost_so_far if scored else 0
+    stopped_early = bool(dry_stop) and len(rds) < planned and bool(rds) and rds[-1].failed is None
     metrics = {
         "rounds": float(len(rds)),
+        "rounds_planned": float(planned),
+        "dry_stop_after": float(dry_stop) if stopped_early else None,
         "failed_rounds": float(sum(r.failed is not None for r in rds)),
         "first_bad_round": float(first_bad),
         "store_ceiling": float((first_bad - 1) if first_bad else len(scored)),
         "store_ceiling_lower_bound": float(not first_bad),
         "muscle_total": float(muscle_total),
         "muscle_lost": float(lost),
-        "fact_loss_pct": _pct(lost, muscle_total),
+        "fact_loss_pct": fact_loss_pct(lost, muscle_total),
         "fact_loss_has_fat_pct": _pct(lost_by_phase["has-fat"], muscle_total),
         "fact_loss_fat_exhausted_pct": _pct(lost_by_phase["fat-exhausted"], muscle_total),
+        "missing_now_pct": _pct(len(last["muscle"]["lost"]), muscle_total) if last else None,
         "fat_total": float(len(expected.get("fat", []))),
         "fat_removed_pct": _pct(last["fat"]["removed"], last["fat"]["total"]) if last else None,
-        "phase_boundary_round": float(exhausted[0]) if exhausted else 0.0,
-        "post_exhaustion_rounds": float(len(post_noop)),
-        "post_exhaustion_noop": float(all(post_noop)) if post_noop else None,
+        "phase_boundary_round": float(exhausted[0].round) if exhausted else 0.0,
+        "post_exhaustion_rounds": float(len(exhausted)),
+        "post_exhaustion_stopped_at_lean": float(not leaks) if exhausted else None,
+        "post_exhaustion_leaks": float(len(leaks)) if exhausted else None,
+        "post_exhaustion_applied_nothing": (
+            float(all(r.receipt is not None and r.receipt["applied"] == 0 for r in exhausted)) if exhausted else None
+        ),
         "refused_muscle_deletes": float(
             sum(
                 "holds muscle" in f.get("why", "")
@@ -89,12 +146,31 @@ def store_rounds(rds: list[Round], expected: dict[str, Any], config_yaml: str, m
             )
         ),
         "cost_tokens": float(sum((r.receipt or {}).get("cost_tokens", 0) for r in scored)),
+        **_calls((r.receipt or {}).get("calls", {}) for r in scored),
     }
     files = artifacts(rds)
     files["config.yaml"] = config_yaml
+    files["leaks.json"] = json.dumps(leaks, indent=1) + "\n"
     muscle = {m["id"]: m["needle"] for m in expected.get("muscle", [])}
     files["muscle.json"] = json.dumps(muscle, indent=1, ensure_ascii=False) + "\n"  # for washexp compare
     return Result({k: v for k, v in metrics.items() if v is not None}, files, manifest=manifest, series=series)
+
+
+def ceiling_of(stores: list[dict[str, float]]) -> dict[str, float]:
+    """The minimum over stores of their ceilings, exact values and lower bounds kept apart: the
+    ceiling is exact when some exact value is at or below every lower bound (a store measured
+    exactly 2 beside one that is >= 2 gives exactly 2), else it is the lowest lower bound."""
+    exact = [v["store_ceiling"] for v in stores if not v["store_ceiling_lower_bound"]]
+    bound = [v["store_ceiling"] for v in stores if v["store_ceiling_lower_bound"]]
+    out = {}
+    if exact:
+        out["ceiling_exact_min"] = min(exact)
+    if bound:
+        out["ceiling_bound_min"] = min(bound)
+    is_exact = bool(exact) and (not bound or min(exact) <= min(bound))
+    out["ceiling"] = min(exact) if is_exact else min(bound)
+    out["ceiling_lower_bound"] = float(not is_exact)
+    return out
 
 
 def measurement(name: str, config_yaml: str, manifest: dict) -> Callable[[dict], Result]:
@@ -108,19 +184,20 @@ def measurement(name: str, config_yaml: str, manifest: dict) -> Callable[[dict],
             if not rows:
                 continue
             prefix = f"{arm}/"
-            ceiling = min(rows, key=lambda v: v["store_ceiling"])
-            out[prefix + "ceiling"] = ceiling["store_ceiling"]
-            out[prefix + "ceiling_lower_bound"] = ceiling["store_ceiling_lower_bound"]
+            out |= {prefix + k: v for k, v in ceiling_of(rows).items()}
             out[prefix + "muscle_lost"] = sum(v["muscle_lost"] for v in rows)
             out[prefix + "muscle_total"] = sum(v["muscle_total"] for v in rows)
             for key in ("fact_loss_pct", "fact_loss_has_fat_pct", "fact_loss_fat_exhausted_pct", "fat_removed_pct"):
                 values = [v[key] for v in rows if key in v]
                 if values:
                     out[prefix + key] = sum(values) / len(values)
-            noop = [v["post_exhaustion_noop"] for v in rows if "post_exhaustion_noop" in v]
-            if noop:
-                out[prefix + "post_exhaustion_noop_stores"] = float(sum(noop))
-                out[prefix + "post_exhaustion_stores"] = float(len(noop))
+            lean = [v["post_exhaustion_stopped_at_lean"] for v in rows if "post_exhaustion_stopped_at_lean" in v]
+            if lean:
+                out[prefix + "post_exhaustion_stopped_at_lean_stores"] = float(sum(lean))
+                out[prefix + "post_exhaustion_applied_nothing_stores"] = float(
+                    sum(v["post_exhaustion_applied_nothing"] for v in rows if "post_exhaustion_applied_nothing" in v)
+                )
+                out[prefix + "post_exhaustion_stores"] = float(len(lean))
         return Result(out, {"config.yaml": config_yaml}, manifest=manifest)
 
     return summarize
@@ -139,6 +216,7 @@ def sawtooth_arm(arm: Arm, config_yaml: str, manifest: dict) -> Result:
         "failed_washes": float(sum(s.failed is not None for s in arm.sessions)),
         "muscle_total": float(muscle.get("total", 0)),
         "muscle_kept": float(muscle.get("kept", 0)),
+        **_calls(s.calls for s in arm.sessions),
     }
     series = {
         "session_always_loaded": [float(s.always_loaded) for s in arm.sessions],

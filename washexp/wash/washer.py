@@ -8,6 +8,7 @@ way whoever proposed it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -44,6 +45,8 @@ class Proposal:
     keeps: tuple[Keep, ...] = ()
     """New keeps: items the washer looked at and decided to keep (recorded in ``keeps.json``)."""
     notes: tuple[str, ...] = ()
+    calls: Mapping[str, int] = field(default_factory=dict)
+    """Model calls per seat (``outsider``, ``insider``, ``check``; ``plain``); empty: no model call."""
 
 
 @runtime_checkable

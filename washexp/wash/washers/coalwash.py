@@ -139,7 +139,7 @@ class CoalWashWasher:
         if meter.unreported:
             notes.append(f"coalwash: {meter.unreported} of {meter.calls} replies reported no token usage (counted 0)")
         plan = Plan(tuple(items), entailed_drops(files, items), NAME)
-        return Proposal(plan, meter.tokens, artifacts, tuple(new_keeps), tuple(notes))
+        return Proposal(plan, meter.tokens, artifacts, tuple(new_keeps), tuple(notes), dict(meter.by_seat))
 
     @staticmethod
     def _admissible(flags: list[Flag], files: dict[str, str], kept: set[str], log: list[dict]) -> list[Flag]:

@@ -60,9 +60,12 @@ class Meter:
     calls: int = 0
     unreported: int = 0
     """Replies that carried no usage (they count 0 tokens)."""
+    by_seat: dict[str, int] = field(default_factory=dict)
+    """Calls per seat (outsider, insider, check; plain): which seats a record names a model for."""
 
-    def add(self, reply: ChatResponse) -> ChatResponse:
+    def add(self, reply: ChatResponse, seat: str) -> ChatResponse:
         self.calls += 1
+        self.by_seat[seat] = self.by_seat.get(seat, 0) + 1
         if reply.prompt_tokens is None and reply.completion_tokens is None:
             self.unreported += 1
         self.tokens += (reply.prompt_tokens or 0) + (reply.completion_tokens or 0)
@@ -94,7 +97,7 @@ class WasherModel:
         request = ChatRequest(
             ({"role": "user", "content": text},), self.temperature, self.max_tokens, dict(self.extra_body)
         )
-        return meter.add(self.recorder.chat(request, None, f"wash {role}"))
+        return meter.add(self.recorder.chat(request, None, f"wash {role}"), role)
 
     def close(self) -> None:
         """End a retry that is backing off, and stop a local server (``Sweep.close()`` calls this

@@ -70,4 +70,4 @@ class PlainWasher:
             items.append(PlanItem(name, 1, len(lines), "over-verbose", REASON, "replace", after))
         if meter.unreported:
             notes.append(f"plain: {meter.unreported} of {meter.calls} replies reported no token usage (counted 0)")
-        return Proposal(Plan(tuple(items), (), NAME), meter.tokens, artifacts, (), tuple(notes))
+        return Proposal(Plan(tuple(items), (), NAME), meter.tokens, artifacts, (), tuple(notes), dict(meter.by_seat))

@@ -1,0 +1,134 @@
+"""What the wash record publishes means what the seed means: the ceiling loop, the two no-op
+columns, the CoalWash release of each ported part, every seat's model, one fact-loss.
+
+Real sweeps into a temporary MLflow store, exported with ``washexp export``; the assertions read
+the record's JSON rows. ``near-wall`` with the near-duplicate rule loosened and every delete
+approved loses a muscle needle in round 1 (an exact ceiling of 0); ``lean`` never changes (a lower
+bound): the two are kept apart in the minimum.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+from tests.test_export import export
+from washexp.wash import caliper, gate, score
+from washexp.wash.gauge import load_gauge
+from washexp.wash.summary import ceiling_of
+
+LOSSY = ["store=[near-wall,lean]", "operator=approve-all", "washer.near_dup_jaccard=0.5", "rounds=3"]
+
+
+def _export(store: Path, out: Path) -> dict:
+    export(store, out, "--experiment", "wash")
+    (record,) = out.glob("wash-reference-*.json")
+    return json.loads(record.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory):
+    store = tmp_path_factory.mktemp("meaning")
+    run_cli(["-m", "benchmark=wash", "measurement=ceiling,infinity", *LOSSY], store)
+    return _export(store, tmp_path_factory.mktemp("out"))
+
+
+def _rows(record: dict, table: str) -> list[dict]:
+    return record["tables"][table]["rows"]
+
+
+def test_an_exact_ceiling_and_a_lower_bound_are_kept_apart(record):
+    rows = {r["store"]: r for r in _rows(record, "ceiling")}
+    assert rows["near-wall"]["first_bad_round"] == 1 and not rows["near-wall"]["lower_bound"]
+    assert rows["lean"]["lower_bound"] and rows["lean"]["store_ceiling"] == 3
+    assert (rows["near-wall"]["rounds"], rows["lean"]["rounds"]) == (3, 3)  # no undisclosed stop
+    low = rows["CEILING (min)"]
+    assert (low["store_ceiling"], low["lower_bound"], low["exact_min"], low["bound_min"]) == (0, False, 0, 3)
+    assert low["ceiling"] == "0 (exact 0; lower bounds ≥3)"
+
+
+def test_a_lower_bound_tied_with_an_exact_value_is_exact():
+    """The trap: a store measured exactly 2 beside one that is >= 2 printed as '≥2'."""
+    exact = {"store_ceiling": 2.0, "store_ceiling_lower_bound": 0.0}
+    bound = {"store_ceiling": 2.0, "store_ceiling_lower_bound": 1.0}
+    for stores in ([exact, bound], [bound, exact]):
+        assert ceiling_of(stores) == {
+            "ceiling": 2.0,
+            "ceiling_lower_bound": 0.0,
+            "ceiling_exact_min": 2.0,
+            "ceiling_bound_min": 2.0,
+        }
+    lower = ceiling_of([{"store_ceiling": 5.0, "store_ceiling_lower_bound": 0.0}, bound])
+    assert (lower["ceiling"], lower["ceiling_lower_bound"]) == (2.0, 1.0)
+
+
+def test_an_early_stop_is_a_users_option_and_the_ceiling_table_says_so(tmp_path):
+    run_cli(["benchmark=wash", "measurement=ceiling", "store=lean", "rounds=4", "dry_stop=1"], tmp_path)
+    (row, _) = _rows(_export(tmp_path, tmp_path / "out"), "ceiling")
+    assert (row["rounds"], row["rounds_planned"], row["dry_stop_after"]) == (1, 4, 1)
+    md = next((tmp_path / "out").glob("wash-reference-*.md")).read_text(encoding="utf-8")
+    assert "| lean | 1 of 4 | none | ≥1, stopped after 1 dry rounds |" in md
+
+
+def test_stopped_at_lean_and_applied_nothing_are_two_columns(record):
+    rows = {(r["store"], r["gauge"]): r for r in _rows(record, "infinity")}
+    configured, off = rows[("lean", "coalwash-1.0 (configured)")], rows[("lean", "coalwash-1.0 (off)")]
+    assert configured["post_exhaustion_stopped_at_lean"] and configured["post_exhaustion_applied_nothing"]
+    # gauge off: no LEAN band, so the washer was asked every round, though it applied nothing
+    assert off["post_exhaustion_stopped_at_lean"] is False and off["post_exhaustion_applied_nothing"]
+    leaks = {(r["store"], r["gauge"]): r for r in _rows(record, "infinity_leaks")}
+    assert leaks[("lean", "coalwash-1.0 (off)")]["rounds"] == [1, 2, 3]
+    assert leaks[("lean", "coalwash-1.0 (off)")]["reached"] == ["OFF: quick + full"]
+    assert ("lean", "coalwash-1.0 (configured)") not in leaks
+
+
+def test_one_fact_loss_cumulative_and_missing_now_named_apart(record):
+    summary = {(r["store"], r["gauge"]): r for r in _rows(record, "infinity")}
+    per_round = [r for r in _rows(record, "infinity_rounds") if r["store"] == "near-wall"]
+    for (store, gauge), row in summary.items():
+        if store != "near-wall":
+            continue
+        last = [r for r in per_round if r["gauge"] == gauge][-1]
+        assert last["fact_loss_cum"] == pytest.approx(row["fact_loss_pct"])  # one definition, both tables
+        assert float(last["missing_now"]) == pytest.approx(row["missing_now_pct"], abs=0.05)  # toFixed(1)
+        assert row["fact_loss_pct"] >= row["missing_now_pct"]
+    assert any(r["fact_loss_cum"] > 0 for r in per_round)
+
+
+def test_the_record_names_each_ported_parts_release_and_every_seats_model(record):
+    releases = record["provenance"]["CoalWash release each ported part follows"]
+    assert releases["scorer"] == score.FOLLOWS
+    assert releases["fidelity gate"] == gate.FOLLOWS and "CoalWash v1.1.0" in gate.FOLLOWS
+    assert releases["caliper"] == caliper.FOLLOWS and "CoalWash v1.1.0" in caliper.FOLLOWS
+    pins = sorted({load_gauge("coalwash-1.0").config.pins, load_gauge("off").config.pins})
+    assert releases["band gauge"] == "; ".join(pins) and "CoalWash v1.0.0" in pins[0]
+    assert record["provenance"]["model per seat that made a call"] == {"reference": "no model call (rule-based)"}
+
+
+def test_a_needle_restored_later_still_counts_in_cumulative_fact_loss(tmp_path):
+    """The trap: the summary said 90.0 (lost ever) where the per-round table said 70.0 (missing now)."""
+    from washexp.wash import rounds, summary
+    from washexp.wash.pipeline import Receipt
+    from washexp.wash.stores import load_stores
+
+    (store,) = load_stores(ROOT / "fixtures" / "wash", "lean")
+    expected = json.loads((store.path / "expected.json").read_text(encoding="utf-8"))
+    needle = expected["muscle"][0]["needle"]
+    name = next(n for n, t in store.files.items() if needle in t)
+    scratch = rounds.scratch_copy(store.path, tmp_path / "lean", store.files)
+
+    def wash(d: Path) -> Receipt:  # round 1 cuts the needle, round 2 puts it back
+        text = store.files[name] if (d / name).read_text(encoding="utf-8") != store.files[name] else ""
+        (d / name).write_text(text or store.files[name].replace(needle, ""), encoding="utf-8")
+        return Receipt("lean", "OFF", "test")
+
+    rds = rounds.loop(scratch, store.files, expected, "lean", wash, 2, 0)
+    result = summary.store_rounds(rds, expected, "", {}, 2, 0)
+    total = len(expected["muscle"])
+    assert [r.lost_so_far for r in rds] == [1, 1] and rds[1].score["muscle"]["lost"] == []
+    assert result.metrics["fact_loss_pct"] == pytest.approx(100 / total)  # lost at round 1: it counts
+    assert result.metrics["missing_now_pct"] == 0.0
+    assert result.series["round_fact_loss_cum_pct"] == [pytest.approx(100 / total)] * 2
