@@ -241,6 +241,34 @@ def test_sigkill_at_each_apply_step_is_rolled_back_at_the_next_start(tmp_path, s
     assert everything(memdir) == before
 
 
+class _Killed(BaseException):
+    """A kill at a chosen point of the clean-up (SIGKILL itself cannot be placed that precisely)."""
+
+
+def test_a_kill_while_a_committed_apply_clears_its_snapshot_is_not_a_stuck_store(tmp_path, monkeypatch):
+    """The kill test found it: killed inside the clean-up after the commit record, the old order left
+    a committed journal whose snapshot copies were half deleted, and every later start refused the
+    store ("no snapshot copy of ..."). The journal now goes first; a committed one needs no copies."""
+    from washexp.wash import apply
+
+    memdir = make_store(tmp_path / "store")
+    seen = apply.digests(memdir)
+    real_rmtree = shutil.rmtree
+
+    def killed_midway(path, *args, **kwargs):
+        copies = sorted(p for p in Path(path).iterdir() if p.name != WAL_NAME)
+        copies[0].unlink()  # one copy gone, then the process dies
+        raise _Killed
+
+    monkeypatch.setattr(apply.shutil, "rmtree", killed_midway)
+    with pytest.raises(_Killed):
+        apply_plan(memdir, PLAN, seen)
+    monkeypatch.setattr(apply.shutil, "rmtree", real_rmtree)
+    after = {n: b for n, b in everything(memdir).items() if not n.startswith(SNAPSHOT_DIR)}
+    recover(memdir)  # the next start
+    assert everything(memdir) == after  # the committed change stays; nothing of the apply is left
+
+
 # --- keeps.json --------------------------------------------------------------------------------------
 
 

@@ -266,12 +266,12 @@ def check_journal(store: str | Path) -> _Journal | None:
     if not _well_formed(records):
         raise unsafe(f"/{WAL_NAME}: an unknown journal shape")
     files, created = records[0]["files"], records[0].get("created", [])
-    for name in files:
+    committed = any(r.get("event") == "commit" for r in records)
+    for name in files if not committed else ():  # a committed apply needs no copy: nothing to undo
         if not (snap / name).is_file():
             raise unsafe(f"/{WAL_NAME}: no snapshot copy of {name!r}")
     written = {r["file"]: r.get("sha256") for r in records if r.get("event") == "write"}
     deleted = tuple(r["file"] for r in records if r.get("event") == "delete")
-    committed = any(r.get("event") == "commit" for r in records)
     return _Journal(files, tuple(created), written, deleted, committed)
 
 
@@ -312,6 +312,11 @@ def _clear(store: Path) -> None:
     """Remove the snapshot folder and the apply's temp files (plain files of our prefix only)."""
     snap = store / SNAPSHOT_DIR
     if snap.is_dir() and not snap.is_symlink():
+        # The journal goes first: a kill inside rmtree then leaves copies without a journal
+        # (nothing was written), never a journal whose copies are half gone.
+        with contextlib.suppress(FileNotFoundError):
+            (snap / WAL_NAME).unlink()
+            _fsync_dir(snap)
         shutil.rmtree(snap)
     for leftover in store.glob(TEMP_PREFIX + "*"):
         if not leftover.is_dir() or leftover.is_symlink():
