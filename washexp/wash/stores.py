@@ -215,8 +215,9 @@ def _check_index(files: dict[str, str], folder: Path) -> None:
         raise FixtureError(folder / INDEX, None, "missing: every store has a MEMORY.md index")
 
 
-def check_contents(files: dict[str, str], expected: Expected, folder: Path) -> None:
-    """The content rules, on ``files`` (name -> text, the scorer's order) under ``folder``.
+def check_contents(files: dict[str, str], expected: Expected, folder: Path, where: Path | None = None) -> None:
+    """The content rules, on ``files`` (name -> text, the scorer's order) under ``folder``, with
+    ``expected`` read from ``where`` (default: the folder's ``expected.json``).
 
     ``MEMORY.md`` exists; every needle is in the store under the scorer's matching rule; no
     needle is a substring of another (after ``norm``: the scorer could not tell them apart);
@@ -224,7 +225,7 @@ def check_contents(files: dict[str, str], expected: Expected, folder: Path) -> N
     (cutting the fat would cut the muscle; see :func:`_trapped`).
     """
     _check_index(files, folder)
-    where = folder / EXPECTED
+    where = where or folder / EXPECTED
     haystack = norm(joined(files))
     labelled = [("muscle", i, n) for i, n in enumerate(expected.muscle)]
     labelled += [("fat", i, n) for i, n in enumerate(expected.fat)]
