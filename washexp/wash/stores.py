@@ -82,8 +82,14 @@ class Store:
     files: dict[str, str]
     """name -> text of the top-level ``*.md`` files, in the scorer's order (what a washer washes)."""
     expected: Expected
-    digest: str
-    """Tree digest of every file in the folder, ``expected.json`` and subfolders included."""
+    manifest: dict[str, str]
+    """path -> sha256 of every file in the folder, ``expected.json`` and subfolders included, as
+    loaded (a run's manifest names these, never a second read of the user's folder)."""
+
+    @property
+    def digest(self) -> str:
+        """The store's identity: its content, never its path."""
+        return tree_digest(self.manifest)
 
 
 def dump_expected(expected: Expected) -> str:
@@ -250,7 +256,7 @@ def check_contents(files: dict[str, str], expected: Expected, folder: Path, wher
         )
 
 
-def _digest(folder: Path) -> str:
+def _manifest(folder: Path) -> dict[str, str]:
     """Content only, never the path: a store copied anywhere keeps its digest. A symlink counts
     as its target's name (it is not followed: a user's store is untrusted)."""
     entries = {}
@@ -260,7 +266,7 @@ def _digest(folder: Path) -> str:
             entries[rel] = sha256_bytes(b"symlink -> " + os.fsencode(os.readlink(p)))
         elif p.is_file():
             entries[rel] = sha256_bytes(p.read_bytes())
-    return tree_digest(entries)
+    return entries
 
 
 def load_expected(path: Path) -> Expected:
@@ -291,7 +297,7 @@ def load_store(folder: str | Path) -> Store:
     expected = load_expected(folder / EXPECTED)
     files = store_files(folder)
     check_contents(files, expected, folder)
-    return Store(folder.name, folder, files, expected, _digest(folder))
+    return Store(folder.name, folder, files, expected, _manifest(folder))
 
 
 def store_names(root: str | Path) -> list[str]:

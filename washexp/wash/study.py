@@ -201,8 +201,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
                 scratch = rounds.scratch_copy(store.path, Path(tmp) / name, store.files)
                 start = caliper.measure(scratch).total_tokens_est
                 rds = rounds.loop(scratch, store.files, expected, name, wash, m.rounds, m.dry_stop, cfg.model.name)
-            files = files_digest(store.path, ("*",))
-            kept = {"fixture": files, "source": source}
+            kept = {"fixture": store.manifest, "source": source}  # the store as loaded, never read again
             result = summary.store_rounds(rds, expected, config_yaml, kept, m.rounds, m.dry_stop)
             result.metrics.update(_tokens_cut(start, rds))
             return result
