@@ -191,29 +191,28 @@ def _occurrences(normed: str, lines: list[int], needle: str) -> list[range]:
 
 def _trapped(files: dict[str, str], expected: Expected) -> tuple[str, int, str, str] | None:
     """The first (file, line, fat id, muscle id) where cutting a fat needle's line would lose a
-    muscle needle: CoalWash's rule, a muscle needle on a fat line is lost only when every one of
-    its occurrences in the store shares a line with fat (a copy elsewhere survives the cut)."""
-    fat_at: dict[str, dict[int, str]] = {}  # file -> line -> the first fat id on it
-    muscle_at: dict[str, list[tuple[str, range]]] = {}  # muscle id -> (file, lines) per occurrence
+    muscle needle: CoalWash's rule, a muscle needle on a fat line is lost only when every copy of
+    it in the store shares a line with fat (a copy elsewhere survives the cut)."""
+    order = {name: i for i, name in enumerate(files)}
+    fat_at: dict[tuple[str, int], str] = {}  # (file, line) -> the first fat needle on it
+    copies: dict[str, list[list[tuple[str, int]]]] = {m.id: [] for m in expected.muscle}  # the lines of each copy
     for name, text in files.items():
         normed, lines = _line_spans(text)
         for f in expected.fat:
             for span in _occurrences(normed, lines, norm(f.needle)):
                 for line in span:
-                    fat_at.setdefault(name, {}).setdefault(line, f.id)
+                    fat_at.setdefault((name, line), f.id)
         for m in expected.muscle:
-            muscle_at.setdefault(m.id, []).extend((name, span) for span in _occurrences(normed, lines, norm(m.needle)))
-    order = {name: i for i, name in enumerate(files)}
-    hits = []
-    for mid, spans in muscle_at.items():
-        on_fat = [(order[name], line, name) for name, span in spans for line in span if line in fat_at.get(name, {})]
-        if spans and all(any(line in fat_at.get(name, {}) for line in span) for name, span in spans):
-            _, line, name = min(on_fat)
-            hits.append((order[name], line, mid, name, fat_at[name][line]))
-    if not hits:
+            copies[m.id] += [[(name, line) for line in span] for span in _occurrences(normed, lines, norm(m.needle))]
+    trapped = []
+    for mid, spans in copies.items():
+        if spans and all(any(at in fat_at for at in span) for span in spans):
+            rank, line, name = min((order[n], line, n) for span in spans for n, line in span if (n, line) in fat_at)
+            trapped.append((rank, line, mid, name))
+    if not trapped:
         return None
-    _, line, mid, name, fid = min(hits)
-    return name, line, fid, mid
+    _, line, mid, name = min(trapped)
+    return name, line, fat_at[(name, line)], mid
 
 
 def _check_index(files: dict[str, str], folder: Path) -> None:
