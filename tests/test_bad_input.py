@@ -171,8 +171,16 @@ RUN_PY_ROWS = {
         "is used twice",
     ),
     "unknown store": (nothing, ["benchmark=wash", "store=laen"], "unknown store 'laen'; did you mean 'lean'?"),
-    "store name ../": (nothing, ["benchmark=wash", "store=../../etc"], "store name '../../etc': a bare folder name"),
-    "store name absolute": (nothing, ["benchmark=wash", "store=/etc"], "store name '/etc': a bare folder name"),
+    "store path to nowhere": (
+        nothing,
+        ["benchmark=wash", "store=../../nowhere"],
+        "store '../../nowhere': no such folder",
+    ),
+    "store path without ground truth": (
+        nothing,
+        ["benchmark=wash", "store=/etc"],
+        "/etc/expected.json: missing: a scored store states its ground truth here",
+    ),
     "expected.json malformed": (
         write(lambda r: store_file(r, "expected.json"), b'{"fixture": "lean",}'),
         WASH,
@@ -198,7 +206,7 @@ RUN_PY_ROWS = {
         WASH,
         "conventions.md: not UTF-8 (byte 0xe9 at offset 10)",
     ),
-    "feed name ../": (nothing, [*SAWTOOTH, "feed=../wash/lean"], "feed '../wash/lean': a bare folder name"),
+    "feed path to nowhere": (nothing, [*SAWTOOTH, "feed=./no/such/feed"], "feed './no/such/feed': no such folder"),
     "unknown feed": (nothing, [*SAWTOOTH, "feed=dispatch"], "unknown feed 'dispatch'; did you mean 'dispatch-team'?"),
     "feed malformed": (
         write(FEED_FILE, b"feed: dispatch-team\nsessions: [\n"),

@@ -273,18 +273,20 @@ def test_load_feed_names_the_first_problem(tmp_path, old, new, message):
 
 
 def test_load_feed_checks_the_store_after_each_session(tmp_path):
-    """A chunk whose fat needle shares a line with a muscle needle breaks the store rules at that session."""
+    """A chunk whose only copy of a muscle needle shares a line with a fat needle breaks the store
+    rules at that session."""
     feed_dir = _copy_feed(tmp_path)
     path = _edit_sessions(
         feed_dir,
-        "- It might be worth revisiting the 45 s figure later,",
-        "- offers expire after 45 s server-side, again,",
+        "- 2026-05-05: offers expire after 45 s server-side; the client timer is display only.",
+        "- 2026-05-05: offers expire after 45 s server-side, if anyone feels strongly, though nobody seems to.",
     )
     with pytest.raises(FixtureError) as err:
         load_feed(feed_dir)
     assert str(err.value) == (
         f"{path}: s02: the store after this session breaks a store rule: "
-        "decisions.md: line 6: holds fat needle f03 and muscle needle m13 (cut one, lose both)"
+        "decisions.md: line 5: holds fat needle f03 and muscle needle m13, which is nowhere else in the store "
+        "(cut one, lose both)"
     )
 
 
@@ -317,7 +319,7 @@ def test_cli_resolves_a_bare_name_from_the_project(tmp_path, monkeypatch):
         ([str(FEED), "--sessions", "25"], "--sessions 25: feed 'dispatch-team' has sessions 0..24"),
         ([str(FEED), "--sessions", "x"], "argument --sessions: invalid int value: 'x'"),
         ([str(FEED)], "the following arguments are required: --sessions"),
-        (["./no/such/feed", "--sessions", "1"], "./no/such/feed: no such feed folder"),
+        (["./no/such/feed", "--sessions", "1"], f"feed './no/such/feed': no such folder ({ROOT}/no/such/feed)"),
     ],
 )
 def test_cli_usage_errors_exit_2_with_one_line(tmp_path, capsys, monkeypatch, args, message):

@@ -586,6 +586,46 @@ def test_cli_usage_and_input_errors_are_one_line_and_exit_2(tmp_path, args, mess
     assert tree(store) == before
 
 
+def test_cli_checks_the_store_as_the_benchmark_does_before_any_work(tmp_path):
+    no_index = write_store(tmp_path, {k: v for k, v in BILLING.items() if k != "MEMORY.md"}, "no-index")
+    latin1 = write_store(tmp_path, BILLING, "latin1")
+    (latin1 / "oncall.md").write_bytes("# On-call\n- caf\u00e9\n".encode("latin-1"))
+    for store, message in [
+        (no_index, f"{no_index}/MEMORY.md: missing: every store has a MEMORY.md index"),
+        (latin1, f"{latin1}/oncall.md: not UTF-8 (byte 0xe9 at offset 15)"),
+    ]:
+        before = tree(store)
+        proc = run_wash([str(store), "--operator", "approve-all"], tmp_path)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"washexp wash: {message}\n")
+        assert tree(store) == before
+
+
+def test_cli_benchmark_says_a_needle_is_missing_before_the_wash_instead_of_blaming_the_plan(tmp_path):
+    """The trap: a store whose ground truth no longer holds (here the [[versions]] index link is
+    gone, as in a store copied without its index) was washed, and the absent needle counted as
+    lost by the plan, which was then refused. Now nothing is washed and the line says why."""
+    store = copy_store("superseded", tmp_path)
+    memory = (store / "MEMORY.md").read_text("utf-8")
+    (store / "MEMORY.md").write_text(memory.replace("[[versions]]", "versions"), "utf-8")
+    muscle = [n for n in load_expected(store / "expected.json").muscle if n.needle == "[[versions]]"]
+    assert muscle and "[[versions]]" not in joined(read_md(store))
+    before = tree(store)
+    args = [str(store), "--tier", "full", "--washer", "reference", "--operator", "benchmark", "--gauge", "off"]
+    proc = run_wash(args, tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "", (proc.stdout, proc.stderr)
+    i = [n.id for n in load_expected(store / "expected.json").muscle].index(muscle[0].id)
+    assert proc.stderr == (
+        "washexp wash: the ground truth does not hold before the wash (nothing was washed): "
+        f"{store}/expected.json: muscle[{i}].needle: '[[versions]]' is not in the store's .md files "
+        "(whitespace-normalized)\n"
+    )
+    assert tree(store) == before
+    elsewhere = tmp_path / "truth.json"  # --expected names its own file
+    elsewhere.write_bytes((store / "expected.json").read_bytes())
+    proc = run_wash([*args, "--expected", str(elsewhere)], tmp_path)
+    assert proc.returncode == 2 and f": {elsewhere}: muscle[{i}].needle: " in proc.stderr
+
+
 def test_cli_apply_failure_is_one_line_and_exit_1(tmp_path):
     store = write_store(tmp_path, BILLING)
     (store / ".washexp-gauge.json").write_text("{not json")  # a corrupt gauge state: found during the run

@@ -177,7 +177,7 @@ def test_the_tiny_store_itself_is_valid(tmp_path):
 def test_missing_expected_json(tmp_path):
     folder = _store(tmp_path)
     (folder / "expected.json").unlink()
-    _fails(folder, "expected.json", "missing: every store states its ground truth here")
+    _fails(folder, "expected.json", "missing: a scored store states its ground truth here (see docs/your-own-store.md)")
 
 
 def test_invalid_json(tmp_path):
@@ -317,7 +317,7 @@ def test_fat_and_muscle_needles_on_one_line(tmp_path):
     _fails(
         _store(tmp_path, **{"notes.md": notes}),
         "notes.md",
-        "line 3: holds fat needle f01 and muscle needle m02 (cut one, lose both)",
+        "line 3: holds fat needle f01 and muscle needle m02, which is nowhere else in the store (cut one, lose both)",
     )
 
 
@@ -327,7 +327,32 @@ def test_fat_and_muscle_on_one_line_through_a_wrapped_needle(tmp_path):
     _fails(
         _store(tmp_path, **{"notes.md": notes}),
         "notes.md",
-        "line 4: holds fat needle f01 and muscle needle m02 (cut one, lose both)",
+        "line 4: holds fat needle f01 and muscle needle m02, which is nowhere else in the store (cut one, lose both)",
+    )
+
+
+# CoalWash's rule (its f05 keeps [[incidents]] beside the scratch file's fat opener, because the
+# link "survives the scratch-file delete via glossary-rules.md / qa-linter.md"): a muscle needle
+# on a fat line is refused only when no copy of it is on a line without fat.
+ON_ONE_LINE = NOTES.replace("\n- We might", " We might")
+
+
+def test_a_muscle_needle_on_a_fat_line_with_a_copy_in_another_file_is_accepted(tmp_path):
+    store = load_store(_store(tmp_path, **{"notes.md": ON_ONE_LINE, "deploy.md": "# Deploy\n\n- `make ship`\n"}))
+    assert "`make ship`" in store.files["deploy.md"] and "We might perhaps" in store.files["notes.md"]
+
+
+def test_a_muscle_needle_on_a_fat_line_with_a_copy_on_another_line_is_accepted(tmp_path):
+    load_store(_store(tmp_path, **{"notes.md": ON_ONE_LINE + "- Rollback: `make ship` the previous tag.\n"}))
+
+
+def test_a_muscle_needle_whose_every_copy_shares_a_line_with_fat_is_refused(tmp_path):
+    """Two copies, each beside fat: cutting the fat cuts both."""
+    other = "# Deploy\n\n- `make ship`. We might perhaps revisit this too.\n"
+    _fails(
+        _store(tmp_path, **{"notes.md": ON_ONE_LINE, "deploy.md": other}),
+        "deploy.md",
+        "line 3: holds fat needle f01 and muscle needle m02, which is nowhere else in the store (cut one, lose both)",
     )
 
 
@@ -352,12 +377,63 @@ def test_unknown_store_name_says_did_you_mean():
     )
 
 
-@pytest.mark.parametrize("name", ["../wash-feed", "lean/..", "sub/lean", ".."])
-def test_a_path_is_not_a_store_name(name):
+@pytest.mark.parametrize("name", ["a\\b", "", "a\0b"])
+def test_a_name_that_is_no_folder_name_is_refused(name):
     with pytest.raises(ConfigError, match="a bare folder name"):
         load_stores(STORES, name)
+
+
+def test_a_store_by_absolute_and_relative_path_is_the_store_by_name():
+    (by_name,) = load_stores(STORES, "lean")
+    for entry, cwd in [(str(STORES / "lean"), "/"), ("fixtures/wash/lean", ROOT), ("./lean", STORES),
+                       ("../lean/", STORES / "dup-heavy"), (".", STORES / "lean")]:  # fmt: skip
+        (by_path,) = load_stores(STORES, entry, cwd=cwd)
+        assert (by_path.name, by_path.digest, by_path.files) == (by_name.name, by_name.digest, by_name.files)
+        assert by_path.path == STORES / "lean"
+
+
+def test_a_name_and_a_path_in_one_list(tmp_path):
+    import shutil
+
+    shutil.copytree(STORES / "lean", tmp_path / "mine")
+    (tmp_path / "mine" / "notes.md").write_text("- one more [[conventions]] line\n")
+    stores = load_stores(STORES, ["superseded", "./mine"], cwd=tmp_path)
+    assert [s.name for s in stores] == ["superseded", "mine"]
+
+
+def test_a_path_that_is_no_folder_is_refused(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_stores(STORES, "nowhere/lean", cwd=tmp_path)
+    assert str(err.value) == f"store 'nowhere/lean': no such folder ({tmp_path / 'nowhere' / 'lean'})"
+
+
+def test_a_store_by_path_without_ground_truth_is_refused(tmp_path):
+    import shutil
+
+    shutil.copytree(STORES / "lean", tmp_path / "mine")
+    (tmp_path / "mine" / "expected.json").unlink()
+    with pytest.raises(FixtureError) as err:
+        load_stores(STORES, str(tmp_path / "mine"))
+    assert str(err.value) == (
+        f"{tmp_path / 'mine' / 'expected.json'}: missing: a scored store states its ground truth here "
+        "(see docs/your-own-store.md)"
+    )
+
+
+def test_two_stores_of_one_name_or_one_content_are_refused(tmp_path):
+    import shutil
+
+    shutil.copytree(STORES / "lean", tmp_path / "lean")
+    (tmp_path / "lean" / "extra.md").write_text("# Extra\n")
+    with pytest.raises(ConfigError, match=r"are both named 'lean' \(runs and records name a store by its folder name"):
+        load_stores(STORES, ["lean", str(tmp_path / "lean")])
+    shutil.copytree(STORES / "lean", tmp_path / "copy")
+    with pytest.raises(ConfigError, match=r"are the same store \(same content\)$"):
+        load_stores(STORES, ["lean", str(tmp_path / "copy")])
 
 
 def test_a_store_named_twice_is_refused():
     with pytest.raises(ConfigError, match="a store is named twice"):
         load_stores(STORES, ["lean", "lean"])
+    with pytest.raises(ConfigError, match="a store is named twice"):
+        load_stores(STORES, ["lean", str(STORES / "lean")])

@@ -75,6 +75,9 @@ class JobInfo:
 
     overrides: str
     sweep: str
+    cwd: Path
+    """The directory the user ran from (Hydra's ``runtime.cwd``): a path a user gives is read from
+    here, whatever the job's working directory is (``hydra.job.chdir``)."""
 
 
 def _job_info(root: Path):
@@ -83,7 +86,11 @@ def _job_info(root: Path):
     hc = HydraConfig.get()
     multirun = hc.mode.name == "MULTIRUN"
     sweep_dir = hc.sweep.dir if multirun else hc.run.dir
-    return JobInfo(overrides=hc.job.override_dirname or "(defaults)", sweep=os.path.relpath(sweep_dir, root))
+    return JobInfo(
+        overrides=hc.job.override_dirname or "(defaults)",
+        sweep=os.path.relpath(sweep_dir, root),
+        cwd=Path(hc.runtime.cwd),
+    )
 
 
 def _run_job(cfg, sweep: Sweep) -> None:

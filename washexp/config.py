@@ -135,9 +135,11 @@ class MeasurementConfig:
 class WashConfig:
     measurement: MeasurementConfig = MISSING
     store: Any = "all"
-    """One store name, a list of names, or ``all`` (ceiling, infinity)."""
+    """The stores (ceiling, infinity): ``all`` under ``fixtures/wash/``, or one or a list
+    (``[lean,/data/mem]``) of names there or paths to store folders, absolute or relative to the
+    directory the command runs from (docs/your-own-store.md)."""
     feed: str = "dispatch-team"
-    """The growth feed (sawtooth)."""
+    """The growth feed (sawtooth): a name under ``fixtures/wash-feed/`` or a path to a feed folder."""
     operator: str = "benchmark"
     """The human gate: ``benchmark`` (the seed's operator), ``approve-all``, ``approve-none``."""
     gates: bool = True

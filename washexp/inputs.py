@@ -9,12 +9,14 @@ else escapes (a random byte string yields a ``FixtureError``, never a ``UnicodeD
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from washexp.errors import ConfigError, FixtureError
+from washexp.registry import unknown_name
 
 
 def bare_name(kind: str, name: Any, root: Path) -> str:
@@ -23,6 +25,28 @@ def bare_name(kind: str, name: Any, root: Path) -> str:
     if not isinstance(name, str) or not name or name in (".", "..") or any(c in name for c in "/\\\0"):
         raise ConfigError(f"{kind} {name!r}: a bare folder name under {root}, without '/' or '..'")
     return name
+
+
+def is_path(arg: Any) -> bool:
+    """A folder argument is a path, not a bare name, when it holds a separator, starts with ``~``
+    or is ``.``/``..``."""
+    return isinstance(arg, str) and (arg in (".", "..") or arg.startswith("~") or "/" in arg or os.sep in arg)
+
+
+def named_folder(kind: str, arg: Any, root: Path, known: list[str], cwd: Path) -> Path:
+    """The folder a user's ``arg`` names: a path (:func:`is_path`), or else a bare name in
+    ``known``, the folders under ``root`` (unknown -> "did you mean"). A path is ``~``-expanded
+    and read relative to ``cwd``, the directory the user ran from (not the job's: Hydra may change
+    that), normalised but not resolved, so the folder's name is the last part the user typed. A
+    path that is no folder is refused in one line."""
+    if is_path(arg):
+        path = Path(os.path.abspath(Path(cwd) / Path(arg).expanduser()))
+        if not path.is_dir():
+            raise ConfigError(f"{kind} {arg!r}: no such folder ({path})")
+        return path
+    if bare_name(kind, arg, root) not in known:
+        raise ConfigError(f"{root}: {unknown_name(kind, arg, known)}")
+    return root / arg
 
 
 def read_text(path: Path) -> str:

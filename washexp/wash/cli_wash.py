@@ -12,6 +12,10 @@ the fidelity gate blocks any unapproved drop). The rules of the command:
   ``washexp.wash.washers.make_washer({"name": WASHER, **ARGS})`` (``--washer-arg`` values read as YAML scalars).
 - ``--operator`` defaults to ``interactive``: on a real store nothing is deleted without a human
   answering y/n at a terminal. With no terminal on stdin the command stops before any work.
+- The store is checked as the benchmark checks one before any work (UTF-8 ``*.md`` files, a
+  ``MEMORY.md`` index), and for the ``benchmark`` operator its ground truth too: every needle in
+  the store, the co-location rule. A needle already missing is refused then, never counted later
+  as lost by the plan.
 - ``--expected`` is the ground truth the ``benchmark`` operator reads (default: the store's own
   ``expected.json``); no other operator reads one, so giving it to another is a usage error.
 - ``--dry-run`` washes a temporary copy of the whole folder and reports that; the store itself is
@@ -29,7 +33,7 @@ washer failed, or a signal stopped it; 2 a usage or input error found before any
 folder, not a store, a store file name that is not a plain ``NAME.md`` or a file that is not
 UTF-8, a journal or snapshot naming a path outside the store, a corrupt ``keeps.json``, unknown
 operator, gauge or washer, a bad ``--washer-arg``, no terminal for ``interactive``, a bad
-``expected.json``). Every error is one line on stderr, never a traceback.
+``expected.json`` or one the store does not match). Every error is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from washexp.errors import WashexpError
+from washexp.errors import FixtureError, WashexpError
 from washexp.wash.apply import Terminated, check_journal
 from washexp.wash.files import read_md
 from washexp.wash.gauge import DEFAULT_GAUGE, load_gauge
@@ -52,7 +56,7 @@ from washexp.wash.keeps import read_keeps
 from washexp.wash.operators import OPERATORS, Interactive, Operator, make_operator
 from washexp.wash.pipeline import Receipt, wash
 from washexp.wash.scratch import scratch_dir, sweep_scratch
-from washexp.wash.stores import EXPECTED, load_expected
+from washexp.wash.stores import EXPECTED, check_contents, load_expected, store_files
 
 PROG = "washexp wash"
 TIERS = ("quick", "full")
@@ -103,14 +107,16 @@ def washer_args(pairs: list[str]) -> dict[str, object]:
     return out
 
 
-def _check_store(store: Path) -> None:
-    """Before any work: a store folder whose names, encoding, journal and keeps can be trusted."""
+def _check_store(store: Path) -> dict[str, str]:
+    """Before any work: a store folder whose names, encoding, journal and keeps can be trusted,
+    checked as the benchmark checks one (a ``MEMORY.md`` index); its files."""
     if not store.is_dir():
         raise _UsageError(f"{store}: no such store folder")
     if not read_md(store):  # a hostile name or a non-UTF-8 file is one FixtureError line
         raise _UsageError(f"{store}: not a store (no top-level *.md files)")
     check_journal(store)  # a journal naming a path outside the store: UnsafeStore, nothing touched
     read_keeps(store)
+    return store_files(store)
 
 
 def _ask_on_stderr(prompt: str) -> str:
@@ -119,7 +125,7 @@ def _ask_on_stderr(prompt: str) -> str:
     return sys.stdin.readline()
 
 
-def _operator(args: argparse.Namespace) -> Operator:
+def _operator(args: argparse.Namespace, files: dict[str, str]) -> Operator:
     if args.expected is not None and args.operator != "benchmark":
         raise _UsageError(f"--expected is read by --operator benchmark only (not {args.operator})")
     if args.operator == "interactive":
@@ -130,7 +136,12 @@ def _operator(args: argparse.Namespace) -> Operator:
         return Interactive(_ask_on_stderr) if args.json else make_operator("interactive")
     muscle = None
     if args.operator == "benchmark":
-        expected = load_expected(args.expected or args.store / EXPECTED)
+        where = args.expected or args.store / EXPECTED
+        expected = load_expected(where)
+        try:  # a needle already missing is the store's, not the plan's: say so before any work
+            check_contents(files, expected, args.store, where)
+        except FixtureError as err:
+            raise _UsageError(f"the ground truth does not hold before the wash (nothing was washed): {err}") from None
         muscle = tuple((n.id, n.needle) for n in expected.muscle)
     return make_operator(args.operator, muscle)
 
@@ -198,9 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     """``washexp wash``: see the module docstring for the rules and exit codes."""
     try:
         args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-        _check_store(args.store)
+        files = _check_store(args.store)
         load_gauge(args.gauge)  # an unknown gauge is a usage error, found before any work
-        operator = _operator(args)
+        operator = _operator(args, files)
         washer = _washer(args)
     except SystemExit as done:  # --help
         return int(done.code or 0)

@@ -8,7 +8,7 @@ feed and N. Command line::
 
     washexp feed FEED --sessions N --out DIR
 
-FEED is a feed folder (a path holding ``/``) or a bare name under ``<project>/fixtures/wash-feed/``.
+FEED is a path to a feed folder or a bare name under ``<project>/fixtures/wash-feed/``.
 Exit codes: 0 written; 1 could not finish (I/O); 2 a usage or input error found before any write.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from washexp.errors import ConfigError, FixtureError, WashexpError
-from washexp.inputs import bare_name, load_yaml
+from washexp.inputs import is_path, load_yaml, named_folder
 from washexp.needles import norm
 from washexp.project import find_root
 from washexp.registry import unknown_name
@@ -363,25 +363,11 @@ def _expected_fields(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def resolve_feed(arg: str) -> Path:
-    """A feed argument as a folder: a path when it holds a separator or is ``.``/``..``; otherwise
-    a bare name under ``<project>/fixtures/wash-feed/`` (unknown -> "did you mean")."""
-    if "/" in arg or os.sep in arg or arg in (".", ".."):
-        path = Path(arg)
-        if not path.is_dir():
-            raise ConfigError(f"{arg}: no such feed folder")
-        return path
-    return feed_folder(find_root() / "fixtures" / "wash-feed", arg)
-
-
-def feed_folder(root: Path, name: str) -> Path:
-    """The feed ``name`` under ``root``: a bare folder name (never a path out of ``root``) that
-    exists there (unknown -> "did you mean")."""
-    bare_name("feed", name, root)
+def feed_folder(root: Path, arg: Any, cwd: Path) -> Path:
+    """The feed ``arg`` names: a path to a feed folder (relative to ``cwd``), or a bare name of
+    a folder under ``root`` (unknown -> "did you mean"); see :func:`washexp.inputs.named_folder`."""
     known = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    if name not in known:
-        raise ConfigError(f"{root}: {unknown_name('feed', name, known)}")
-    return root / name
+    return named_folder("feed", arg, root, known, cwd)
 
 
 class _UsageError(Exception):
@@ -406,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = _parser().parse_args(argv)
-        feed = load_feed(resolve_feed(args.feed))
+        root = Path() if is_path(args.feed) else find_root() / "fixtures" / "wash-feed"  # a name needs the project
+        feed = load_feed(feed_folder(root, args.feed, Path.cwd()))
         _check_n(feed, args.sessions, "--sessions")
         _refuse_nonempty(args.out)
     except (_UsageError, WashexpError) as err:

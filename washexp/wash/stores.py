@@ -12,6 +12,7 @@ Only the scorer, this loader and the benchmark operator read ``expected.json``; 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 from washexp.errors import ConfigError, FixtureError
 from washexp.hashing import sha256_bytes, tree_digest
-from washexp.inputs import bare_name, load_json
+from washexp.inputs import load_json, named_folder
 from washexp.needles import norm
 from washexp.registry import unknown_name
 from washexp.wash.files import joined, read_md
@@ -81,8 +82,14 @@ class Store:
     files: dict[str, str]
     """name -> text of the top-level ``*.md`` files, in the scorer's order (what a washer washes)."""
     expected: Expected
-    digest: str
-    """Tree digest of every file in the folder, ``expected.json`` and subfolders included."""
+    manifest: dict[str, str]
+    """path -> sha256 of every file in the folder, ``expected.json`` and subfolders included, as
+    loaded (a run's manifest names these, never a second read of the user's folder)."""
+
+    @property
+    def digest(self) -> str:
+        """The store's identity: its content, never its path."""
+        return tree_digest(self.manifest)
 
 
 def dump_expected(expected: Expected) -> str:
@@ -172,26 +179,58 @@ def _line_spans(text: str) -> tuple[str, list[int]]:
     return "".join(out), lines
 
 
-def _lines_touched(normed: str, lines: list[int], needle: str) -> set[int]:
-    """Every source line that some occurrence of the normalized ``needle`` spans."""
-    touched: set[int] = set()
+def _occurrences(normed: str, lines: list[int], needle: str) -> list[range]:
+    """The source lines each occurrence of the normalized ``needle`` spans, one range per occurrence."""
+    found = []
     start = normed.find(needle)
     while start >= 0:
-        touched.update(range(lines[start], lines[start + len(needle) - 1] + 1))
+        found.append(range(lines[start], lines[start + len(needle) - 1] + 1))
         start = normed.find(needle, start + 1)
-    return touched
+    return found
 
 
-def check_contents(files: dict[str, str], expected: Expected, folder: Path) -> None:
-    """The content rules, on ``files`` (name -> text, the scorer's order) under ``folder``.
+def _trapped(files: dict[str, str], expected: Expected) -> tuple[str, int, str, str] | None:
+    """The first (file, line, fat id, muscle id) where cutting a fat needle's line would lose a
+    muscle needle: CoalWash's rule, a muscle needle on a fat line is lost only when every copy of
+    it in the store shares a line with fat (a copy elsewhere survives the cut)."""
+    order = {name: i for i, name in enumerate(files)}
+    fat_at: dict[tuple[str, int], str] = {}  # (file, line) -> the first fat needle on it
+    copies: dict[str, list[list[tuple[str, int]]]] = {m.id: [] for m in expected.muscle}  # the lines of each copy
+    for name, text in files.items():
+        normed, lines = _line_spans(text)
+        for f in expected.fat:
+            for span in _occurrences(normed, lines, norm(f.needle)):
+                for line in span:
+                    fat_at.setdefault((name, line), f.id)
+        for m in expected.muscle:
+            copies[m.id] += [[(name, line) for line in span] for span in _occurrences(normed, lines, norm(m.needle))]
+    trapped = []
+    for mid, spans in copies.items():
+        if spans and all(any(at in fat_at for at in span) for span in spans):
+            rank, line, name = min((order[n], line, n) for span in spans for n, line in span if (n, line) in fat_at)
+            trapped.append((rank, line, mid, name))
+    if not trapped:
+        return None
+    _, line, mid, name = min(trapped)
+    return name, line, fat_at[(name, line)], mid
+
+
+def _check_index(files: dict[str, str], folder: Path) -> None:
+    if INDEX not in files:
+        raise FixtureError(folder / INDEX, None, "missing: every store has a MEMORY.md index")
+
+
+def check_contents(files: dict[str, str], expected: Expected, folder: Path, where: Path | None = None) -> None:
+    """The content rules, on ``files`` (name -> text, the scorer's order) under ``folder``, with
+    ``expected`` read from ``where`` (default: the folder's ``expected.json``).
 
     ``MEMORY.md`` exists; every needle is in the store under the scorer's matching rule; no
     needle is a substring of another (after ``norm``: the scorer could not tell them apart);
-    no line holds both a fat needle and a muscle needle (cutting the fat would cut the muscle).
+    no line holds both a fat needle and a muscle needle that is nowhere else in the store
+    (cutting the fat would cut the muscle; see :func:`_trapped`).
     """
-    if INDEX not in files:
-        raise FixtureError(folder / INDEX, None, "missing: every store has a MEMORY.md index")
-    where = folder / EXPECTED
+    _check_index(files, folder)
+    where = where or folder / EXPECTED
     haystack = norm(joined(files))
     labelled = [("muscle", i, n) for i, n in enumerate(expected.muscle)]
     labelled += [("fat", i, n) for i, n in enumerate(expected.fat)]
@@ -206,32 +245,47 @@ def check_contents(files: dict[str, str], expected: Expected, folder: Path) -> N
                 raise FixtureError(
                     where, f"{kind}[{i}].needle", f"{n.needle!r} is a substring of {other.id}'s needle {other.needle!r}"
                 )
-    for name, text in files.items():
-        normed, lines = _line_spans(text)
-        muscle_at = {n.id: _lines_touched(normed, lines, norm(n.needle)) for n in expected.muscle}
-        for f in expected.fat:
-            for line in sorted(_lines_touched(normed, lines, norm(f.needle))):
-                hit = next((mid for mid, at in muscle_at.items() if line in at), None)
-                if hit is not None:
-                    raise FixtureError(
-                        folder / name,
-                        f"line {line}",
-                        f"holds fat needle {f.id} and muscle needle {hit} (cut one, lose both)",
-                    )
+    trapped = _trapped(files, expected)
+    if trapped is not None:
+        name, line, fid, mid = trapped
+        raise FixtureError(
+            folder / name,
+            f"line {line}",
+            f"holds fat needle {fid} and muscle needle {mid}, which is nowhere else in the store (cut one, lose both)",
+        )
 
 
-def _digest(folder: Path) -> str:
-    entries = {
-        p.relative_to(folder).as_posix(): sha256_bytes(p.read_bytes()) for p in sorted(folder.rglob("*")) if p.is_file()
-    }
-    return tree_digest(entries)
+def _manifest(folder: Path) -> dict[str, str]:
+    """Content only, never the path: a store copied anywhere keeps its digest. A symlink counts
+    as its target's name (it is not followed: a user's store is untrusted)."""
+    entries = {}
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        if p.is_symlink():
+            entries[rel] = sha256_bytes(b"symlink -> " + os.fsencode(os.readlink(p)))
+        elif p.is_file():
+            entries[rel] = sha256_bytes(p.read_bytes())
+    return entries
 
 
 def load_expected(path: Path) -> Expected:
     """Read and check one ``expected.json``."""
     if not path.is_file():
-        raise FixtureError(path, None, "missing: every store states its ground truth here")
+        raise FixtureError(
+            path, None, "missing: a scored store states its ground truth here (see docs/your-own-store.md)"
+        )
     return parse_expected(load_json(path), path)
+
+
+def store_files(folder: str | Path) -> dict[str, str]:
+    """The store's ``*.md`` files, checked as every store is before any work (the rules that need
+    no ground truth: a folder, UTF-8 text, a ``MEMORY.md`` index)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FixtureError(folder, None, "not a folder")
+    files = read_md(folder)  # plain NAME.md names, UTF-8, each problem named
+    _check_index(files, folder)
+    return files
 
 
 def load_store(folder: str | Path) -> Store:
@@ -240,9 +294,9 @@ def load_store(folder: str | Path) -> Store:
     if not folder.is_dir():
         raise FixtureError(folder, None, "not a folder")
     expected = load_expected(folder / EXPECTED)
-    files = read_md(folder)  # plain NAME.md names, UTF-8, each problem named
+    files = store_files(folder)
     check_contents(files, expected, folder)
-    return Store(folder.name, folder, files, expected, _digest(folder))
+    return Store(folder.name, folder, files, expected, _manifest(folder))
 
 
 def store_names(root: str | Path) -> list[str]:
@@ -253,18 +307,31 @@ def store_names(root: str | Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
 
 
-def load_stores(root: str | Path, selection: str | list[str] = "all") -> list[Store]:
-    """Load the selected stores under ``root`` (``"all"``, one name, or a list of names), every
-    one validated before any is returned. A name is a bare folder name: ``/``, ``\\`` and ``..``
-    are refused, an unknown name is answered with "did you mean"."""
+def load_stores(root: str | Path, selection: Any = "all", cwd: str | Path | None = None) -> list[Store]:
+    """Load the selected stores (``"all"`` under ``root``, or one entry, or a list), every one
+    validated before any is returned. An entry is a bare name under ``root`` or a path to a store
+    folder, relative to ``cwd`` (default: this process's; see :func:`washexp.inputs.named_folder`).
+    Runs and records name a store by its folder name, its identity is its digest: two entries
+    that are one folder, two stores with one name, or two with one content are refused."""
     root = Path(root)
     known = store_names(root)
-    names = known if selection == "all" else [selection] if isinstance(selection, str) else list(selection)
-    if not names:
+    entries = known if selection == "all" else [selection] if isinstance(selection, str) else list(selection)
+    if not entries:
         raise ConfigError(f"{root}: no store selected")
-    for name in names:
-        if bare_name("store name", name, root) not in known:
-            raise ConfigError(f"{root}: {unknown_name('store', name, known)}")
-    if len(set(names)) != len(names):
-        raise ConfigError(f"store selection {names}: a store is named twice")
-    return [load_store(root / name) for name in names]
+    folders = [named_folder("store", e, root, known, Path(cwd or os.getcwd())) for e in entries]
+    if len(set(folders)) != len(folders):
+        raise ConfigError(f"store selection {entries}: a store is named twice")
+    by_name: dict[str, Path] = {}
+    for folder in folders:
+        if by_name.setdefault(folder.name, folder) != folder:
+            raise ConfigError(
+                f"store selection: {by_name[folder.name]} and {folder} are both named {folder.name!r} "
+                "(runs and records name a store by its folder name: rename one)"
+            )
+    stores = [load_store(folder) for folder in folders]
+    by_digest: dict[str, Store] = {}
+    for store in stores:
+        first = by_digest.setdefault(store.digest, store)
+        if first is not store:
+            raise ConfigError(f"store selection: {first.path} and {store.path} are the same store (same content)")
+    return stores

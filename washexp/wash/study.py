@@ -3,8 +3,10 @@ per store (and gauge arm), or per sawtooth arm.
 
 Identity (``washexp.config.identity``): the benchmark, what the model is, the measurement's
 settings, the washer's spec (with its prompt files' sha256 for a model washer), the gauge option,
-the operator and ``gates``, the digest of the wash family's code, and per store its name and the
-sha256 of its folder (per feed, its folder). Scratch copies only: no fixture file is ever written.
+the operator and ``gates``, the digest of the wash family's code, and the content digest of each
+store (or feed): never its path, so a store by name and by path are one condition. A store or
+feed is a name under ``fixtures/`` or a path from the user's directory (``job.cwd``); runs and
+records name it by folder name. Scratch copies only: no store or fixture file is ever written.
 
 Checked before any run starts, each a one-line error (exit 2): a model washer (``coalwash``,
 ``plain``) with ``model=reference`` (it needs a served model), and the ``plain`` control with the
@@ -15,7 +17,6 @@ with the gates off says so in its name (``gates off``) and its ``gates`` tag and
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -90,6 +91,12 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
             raise ConfigError(f"wash.measurement.arms: {arm!r} is neither 'configured' nor 'off'")
     the_gauge = gauge.load_gauge(dict(w.gauge))  # checked before any run starts
     washer_spec = _washer_spec(dict(w.washer), w.gates)
+    if m.name == "sawtooth":  # the inputs, validated whole before any model is opened
+        feed = load_feed(feed_folder(sweep.root / "fixtures" / "wash-feed", w.feed, job.cwd))
+        if m.sessions > len(feed.sessions):
+            raise ConfigError(f"sessions={m.sessions}: feed {feed.name!r} has {len(feed.sessions)} sessions")
+    else:
+        stores = {s.name: s for s in load_stores(sweep.root / cfg.benchmark.fixtures, w.store, job.cwd)}
     washer_model = _washer_model(cfg, sweep, dict(w.washer))
     built = _washer(dict(w.washer), washer_model)
     make_operator(w.operator, ())
@@ -131,18 +138,14 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
     config_yaml = public_config(cfg)
 
     if m.name == "sawtooth":
-        feed_dir = feed_folder(sweep.root / "fixtures" / "wash-feed", w.feed)
-        feed = load_feed(feed_dir)
-        if m.sessions > len(feed.sessions):
-            raise ConfigError(f"sessions={m.sessions}: feed {w.feed!r} has {len(feed.sessions)} sessions")
-        feed_files = files_digest(feed_dir, ("**/*",))
+        feed_files = files_digest(feed.path, ("**/*",))
         units = {"A": True, "B": False}
         children = [
             Work(
                 f"{label} · arm {a}",
-                {**ident, "feed": w.feed, "feed_sha256": tree_digest(feed_files), "arm": a},
-                {**params, "feed": w.feed, "arm": a},
-                {**tags, "washexp.kind": "wash-arm", "arm": a, "feed": w.feed},
+                {**ident, "feed_sha256": tree_digest(feed_files), "arm": a},  # content, never the path
+                {**params, "feed": feed.name, "arm": a},
+                {**tags, "washexp.kind": "wash-arm", "arm": a, "feed": feed.name},
                 key=a,
             )
             for a in units
@@ -164,11 +167,10 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
 
         summarize = summary.sawtooth_totals(config_yaml, manifest)
     else:
-        stores = {s.name: s for s in load_stores(sweep.root / cfg.benchmark.fixtures, w.store)}
         children = [
             Work(
                 f"{label} · {s.name} · {arm}",
-                {**ident, "store": s.name, "store_sha256": s.digest, "arm": arm},
+                {**ident, "store_sha256": s.digest, "arm": arm},  # content, never the path
                 {**params, "store": s.name, "arm": arm},
                 {
                     **tags,
@@ -182,13 +184,13 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
             for s in stores.values()
             for arm in m.arms
         ]
-        parent_identity = {**ident, "stores": {s.name: s.digest for s in stores.values()}}
+        parent_identity = {**ident, "stores": sorted(s.digest for s in stores.values())}
         manifest = {"source": source}
 
         def compute(work: Work) -> Result:
-            name, _, arm = work.key.partition("|")
+            name, _, arm = work.key.rpartition("|")  # a user's folder name may hold '|'; an arm never does
             store: Store = stores[name]
-            expected = json.loads((store.path / "expected.json").read_text(encoding="utf-8"))
+            expected = store.expected.to_json()  # as validated: the user's store is read once
             operator = make_operator(w.operator, tuple((n.id, n.needle) for n in store.expected.muscle))
             washer, arm_gauge = _washer(dict(w.washer), washer_model), _gauge_for(arm, dict(w.gauge))
 
@@ -199,8 +201,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
                 scratch = rounds.scratch_copy(store.path, Path(tmp) / name, store.files)
                 start = caliper.measure(scratch).total_tokens_est
                 rds = rounds.loop(scratch, store.files, expected, name, wash, m.rounds, m.dry_stop, cfg.model.name)
-            files = files_digest(store.path, ("*",))
-            kept = {"fixture": files, "source": source}
+            kept = {"fixture": store.manifest, "source": source}  # the store as loaded, never read again
             result = summary.store_rounds(rds, expected, config_yaml, kept, m.rounds, m.dry_stop)
             result.metrics.update(_tokens_cut(start, rds))
             return result
