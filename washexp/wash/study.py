@@ -130,7 +130,8 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         params["confinement"] = built.confinement
     gauges = {"configured": gauge_name, "off": "off"}  # an arm's gauge: what the line and run names say
     used = " vs ".join(dict.fromkeys(gauges[a] for a in m.arms))
-    label = f"{m.name} · {washer_name} · gauge {used}" + ("" if w.gates else " · gates off")
+    kind = f"{m.name} · {washer_name}" + ("" if w.gates else " · gates off")
+    label = f"{kind} · gauge {used}"
     config_yaml = public_config(cfg)
 
     if m.name == "sawtooth":
@@ -142,7 +143,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         units = {"A": True, "B": False}
         children = [
             Work(
-                f"arm {a} ({'washes when the gauge fires' if units[a] else 'never washes'}) · {label}",
+                f"arm {a}, {'washed when the gauge fires' if units[a] else 'never washed'} · {label}",
                 {**ident, "feed": w.feed, "feed_sha256": tree_digest(feed_files), "arm": a},
                 {**params, "feed": w.feed, "arm": a},
                 {**tags, "washexp.kind": "wash-arm", "arm": a, "feed": w.feed},
@@ -170,7 +171,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         stores = {s.name: s for s in load_stores(sweep.root / cfg.benchmark.fixtures, w.store)}
         children = [
             Work(
-                f"{s.name} · gauge {gauges[arm]} · {label}",  # the distinguishing part first: names are cut
+                f"{s.name} · gauge {gauges[arm]} · {kind}",  # the distinguishing part first: names are cut
                 {**ident, "store": s.name, "store_sha256": s.digest, "arm": arm},
                 {**params, "store": s.name, "arm": arm},
                 {
