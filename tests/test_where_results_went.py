@@ -103,6 +103,7 @@ def test_one_condition_is_singular(store):
         (["method=s"], "did you mean 'S'?"),
         (["benchmark=wash", "washer=Reference"], "did you mean 'reference'?"),
         (["benchmark=wash", "measurement=ceilng"], "did you mean 'ceiling'?"),
+        (["-m", "hydra/launcher=jobliblocal", "method=S"], "did you mean 'joblib_local'"),
         (["method=S,H"], "add -m (python run.py -m method=S,H)"),
     ],
 )

@@ -167,7 +167,7 @@ def one_line(err: BaseException) -> str:
     if "Available options" in text:
         options = re.findall(r"^\s+(\S+)$", text.split("Available options", 1)[1], flags=re.M)
         options = [o for o in options if not internal_option(o)]
-        missing = re.search(r"Could not find '[^'/]+/([^']+)'", text)
+        missing = re.search(r"Could not find '[^']*/([^'/]+)'", text)  # the option, after its group's path
         close = close_names(missing.group(1), options) if missing else []
         if close:
             parts.append(f"did you mean {' or '.join(repr(c) for c in close)}?")
