@@ -91,10 +91,10 @@ def test_the_ui_view_shows_the_arm_runs_headline_metrics(two_sweeps):
 
 def test_one_condition_is_singular(store):
     out = run_cli(["method=S", "topn=1", "task=payment", "tracking=off"], store)
-    assert "S top1: 1 condition (1 run" in out.stderr
+    assert "S top1: 1 condition (1 run" in out.stdout + out.stderr
     assert "· 1 arm · 1 condition: 1 run, 0 reused, 0 failed" in out.stdout
     assert "tracking=off: nothing was recorded" in out.stdout
-    assert "[HYDRA] S top1" not in out.stderr  # the closing line of the last arm is washexp's own
+    assert "[HYDRA] S top1" not in out.stdout + out.stderr  # the closing line of the last arm is washexp's own
 
 
 @pytest.mark.parametrize(
@@ -118,3 +118,10 @@ def test_help_is_washexps_own(store):
     assert "topn=0..5 is 0,1,2,3,4,5" in out.stdout
     assert re.search(r"^  method .*\n\s+full \| H \| plugin \| S$", out.stdout, re.M)
     assert "python run.py -m method=S,H topn=0..5" in out.stdout
+
+
+def test_a_password_in_a_store_uri_is_never_printed():
+    from washexp.ledger import shown
+
+    assert shown("postgresql+psycopg://user:s3cret@db:5432/mlflow") == "postgresql+psycopg://user:***@db:5432/mlflow"
+    assert shown("sqlite:////tmp/x/mlflow.db") == "sqlite:////tmp/x/mlflow.db"

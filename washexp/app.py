@@ -111,20 +111,22 @@ def _drain(sweep: Sweep) -> None:
 
 @contextmanager
 def _job_logging():
-    """Once Hydra is done its own log format is back (``[HYDRA] ...``): the arms still running
-    log their closing lines as a job does."""
-    if log.handlers or not logging.getLogger().handlers:  # inside a job, or no Hydra logging
-        yield
-        return
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
-    log.addHandler(handler)
-    propagate, log.propagate = log.propagate, False
+    """Once Hydra is done its own console format is back (``[HYDRA] ...``): the arms still running
+    print their closing lines as a job does (the console handlers get the job's format back; the
+    job's log file keeps every line)."""
+    console = [
+        h
+        for h in logging.getLogger().handlers
+        if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+    ]
+    before = [h.formatter for h in console]
+    for h in console:
+        h.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
     try:
         yield
     finally:
-        log.removeHandler(handler)
-        log.propagate = propagate
+        for h, formatter in zip(console, before, strict=True):
+            h.setFormatter(formatter)
 
 
 @contextmanager

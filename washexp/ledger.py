@@ -8,6 +8,7 @@ entries travel back to the launching process with its error lines (``Sweep.repor
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -71,11 +72,16 @@ def closing_lines(entries: list[Entry], root: Path) -> list[str]:
             lines.append("  them; rerun=true runs them again under this one)")
             continue
         opts = "" if experiment == "compaction" else f" --experiment {experiment}"
-        opts += "" if uri is None else f" --tracking-uri {uri}"
+        opts += "" if uri is None else f" --tracking-uri {shown(uri)}"
         lines.append(f"  records:  washexp export --sweep {sweep}{opts}")
         lines.append(f"  compare:  washexp compare {sweep} <another sweep id>{opts}")
         lines.append(f"  browse:   {browse(uri, benchmark, experiment, root)}")
     return lines
+
+
+def shown(uri: str) -> str:
+    """A store URI as printed: a password in it (``postgresql://user:pw@host/db``) is masked."""
+    return re.sub(r"(//[^/:@]*:)[^/@]*@", r"\1***@", uri)
 
 
 def recorded_under(uri: str, experiment: str, sweep: str) -> bool:
@@ -96,8 +102,8 @@ def browse(uri: str | None, benchmark: str, experiment: str, root: Path) -> str:
     if exp_id is None:
         return f"no experiment {experiment!r} in the store yet"
     if served:
-        return runs_url(uri, exp_id)
-    command = "washexp ui" + ("" if uri is None else f" --tracking-uri {uri}")
+        return runs_url(shown(uri), exp_id)
+    command = "washexp ui" + ("" if uri is None else f" --tracking-uri {shown(uri)}")
     opts = "" if experiment == "compaction" else f" --experiment {experiment}"
     return f"{command}{opts}   (then {runs_url(UI_BASE, exp_id)})"
 
