@@ -90,7 +90,9 @@ def test_the_ui_view_shows_the_arm_runs_headline_metrics(two_sweeps):
 
 
 def test_one_condition_is_singular(store):
-    out = run_cli(["method=S", "topn=1", "task=payment", "tracking=off"], store)
+    out = run_cli(
+        ["-m", "method=S", "topn=1", "task=payment", "tracking=off"], store
+    )  # -m: Hydra logs its own way after
     assert "S top1: 1 condition (1 run" in out.stdout + out.stderr
     assert "· 1 arm · 1 condition: 1 run, 0 reused, 0 failed" in out.stdout
     assert "tracking=off: nothing was recorded" in out.stdout
