@@ -5,7 +5,8 @@ chart mode with the arm runs filtered (``tags.`washexp.kind` = 'arm'``), show al
 UI shows the first 10 by default), filter the charts to ``retention``, close the assistant
 panel, and save a PNG. Usage (with ``washexp ui`` already serving):
 
-    python docs/ui_screenshot.py URL OUT.png
+    python docs/ui_screenshot.py URL OUT.png              # the chart view, as above
+    python docs/ui_screenshot.py URL OUT.png --as-opened  # the page exactly as it opens (no clicks)
 
 Needs Debian's ``chromium`` and the ``websockets`` package (installed with mlflow's deps).
 """
@@ -26,7 +27,7 @@ import websockets
 PORT = 9333
 
 
-async def main(url: str, out: str) -> None:
+async def main(url: str, out: str, as_opened: bool = False) -> None:
     profile = tempfile.mkdtemp(prefix="washexp-chrome-")
     chrome = subprocess.Popen(
         [
@@ -67,6 +68,9 @@ async def main(url: str, out: str) -> None:
             await call("Emulation.setDeviceMetricsOverride", width=1600, height=1000, deviceScaleFactor=1, mobile=False)
             await call("Page.navigate", url=url)
             await asyncio.sleep(8)
+            if as_opened:
+                await _save(call, out)
+                return
             # every arm visible: the eye menu in the run list header -> "Show all runs"
             for _ in range(10):
                 await js(PRESS % json.dumps("[data-testid='experiment-view-runs-visibility-column-header']"))
@@ -84,9 +88,7 @@ async def main(url: str, out: str) -> None:
             # close the assistant side panel
             await js(PRESS % json.dumps("[aria-label='Close']"))
             await asyncio.sleep(4)
-            shot = await call("Page.captureScreenshot", format="png")
-            with open(out, "wb") as f:
-                f.write(base64.b64decode(shot["data"]))
+            await _save(call, out)
     finally:
         chrome.terminate()
         chrome.wait(timeout=10)
@@ -108,6 +110,12 @@ TYPE = """(() => { const e = document.querySelector(%s); if (!e) return false;
   set.call(e, %s); e.dispatchEvent(new Event('input', {bubbles: true})); return true; })()"""
 
 
+async def _save(call, out: str) -> None:
+    shot = await call("Page.captureScreenshot", format="png")
+    with open(out, "wb") as f:
+        f.write(base64.b64decode(shot["data"]))
+
+
 def _page_ws() -> str:
     deadline = time.monotonic() + 20
     while True:
@@ -123,4 +131,4 @@ def _page_ws() -> str:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], as_opened="--as-opened" in sys.argv[3:]))

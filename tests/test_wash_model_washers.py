@@ -261,7 +261,7 @@ def test_plain_sweep_runs_with_the_gates_off(tmp_path):
     runs = _runs(tmp_path)
     assert runs and all(r.info.status == "FINISHED" for r in runs)
     assert {r.data.tags["gates"] for r in runs} == {"false"}
-    assert all(r.data.tags["mlflow.runName"].split(" · ")[3] == "gates off" for r in runs)
+    assert all("gates off" in r.data.tags["mlflow.runName"].split(" · ") for r in runs)
     assert {r["kind"] for r in script.requests} == {"plain"}
     record, md = _record(tmp_path, tmp_path / "record")
     rows = record["tables"]["washers"]["rows"]

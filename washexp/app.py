@@ -20,7 +20,6 @@ this one.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import re
@@ -32,9 +31,12 @@ from pathlib import Path
 
 from washexp.config import SHORT_KEYS, SHORT_PREFIXES, register
 from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
+from washexp.ledger import closing_lines
 from washexp.masking import declare, guarded_streams
+from washexp.registry import close_names
 from washexp.sweep import Sweep, raise_if_stopped, sigint_as_interrupt, sigterm_as_exit, watch_stops
 
+HELP_FLAGS = {"--help", "-h"}
 _RANGE = re.compile(r"^([\w.]+)=(-?\d+)\.\.(-?\d+)$")
 log = logging.getLogger("washexp")
 
@@ -110,8 +112,28 @@ def _run_job(cfg, sweep: Sweep) -> None:
 
 def _drain(sweep: Sweep) -> None:
     """Run the arms the jobs left running to their end: their failures count as the jobs' own."""
-    with _settled(sweep):
+    with _settled(sweep), _job_logging():
         sweep.drain()
+
+
+@contextmanager
+def _job_logging():
+    """Once Hydra is done its own console format is back (``[HYDRA] ...``): the arms still running
+    print their closing lines as a job does (the console handlers get the job's format back; the
+    job's log file keeps every line)."""
+    console = [
+        h
+        for h in logging.getLogger().handlers
+        if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+    ]
+    before = [h.formatter for h in console]
+    for h in console:
+        h.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
+    try:
+        yield
+    finally:
+        for h, formatter in zip(console, before, strict=True):
+            h.setFormatter(formatter)
 
 
 @contextmanager
@@ -153,13 +175,22 @@ def one_line(err: BaseException) -> str:
     text = str(err)
     if "Available options" in text:
         options = re.findall(r"^\s+(\S+)$", text.split("Available options", 1)[1], flags=re.M)
-        options = [o for o in options if not o.startswith("washexp_")]
-        missing = re.search(r"Could not find '[^'/]+/([^']+)'", text)
-        close = difflib.get_close_matches(missing.group(1), options, n=3) if missing else []
+        options = [o for o in options if not internal_option(o)]
+        missing = re.search(r"Could not find '[^']*/([^'/]+)'", text)  # the option, after its group's path
+        close = close_names(missing.group(1), options) if missing else []
         if close:
             parts.append(f"did you mean {' or '.join(repr(c) for c in close)}?")
         parts.append("available: " + ", ".join(options))
+    ambiguous = re.match(r"Ambiguous value for argument '([^']+)'", text)
+    if ambiguous:  # a sweep's comma list in a single run
+        parts.append(f"a comma list sweeps its values: add -m (python run.py -m {ambiguous.group(1)})")
     return ": ".join(dict.fromkeys(parts))
+
+
+def internal_option(name: str) -> bool:
+    """The schema nodes washexp registers beside the YAML options (``washexp_schema``,
+    ``model/local_schema``): not options a user picks."""
+    return name.startswith("washexp_") or name.endswith("_schema")
 
 
 def main(argv: list[str] | None = None, root: Path | None = None) -> int:
@@ -179,6 +210,11 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
         root = Path(root).resolve() if root else find_root()
+        if HELP_FLAGS & set(args):  # washexp's own help; --hydra-help still reaches Hydra
+            from washexp.usage import run_help
+
+            print(run_help(root))
+            return 0
         sys.argv = [sys.argv[0], *expand_short_keys(expand_ranges(args))]
     except WashexpError as err:
         print(f"washexp: {err}", file=sys.stderr)
@@ -211,6 +247,8 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
         sweep.collect()  # what jobs in other processes reported
         sweep.close()
     raise_if_stopped()  # a stop whose own exception was dropped still ends the command stopped
+    for line in closing_lines(sweep.ledger, sweep.root):
+        print(line, flush=True)
     for line in dict.fromkeys(sweep.errors):
         print(f"washexp: {line}", file=sys.stderr)
     return sweep.exit_code

@@ -3,6 +3,7 @@
     washexp export [--experiment compaction] [--sweep ID]... [--model NAME] [--date YYYY-MM-DD]
                    [--out DIR] [--tracking-uri URI]
     washexp ui [--port 5000] [--experiment compaction] [--tracking-uri URI] [--no-browser]
+    washexp runs [--experiment NAME] [--limit 10] [--tracking-uri URI]
     washexp server [--host 127.0.0.1] [--port 5000] [--backend-store-uri URI] [--artifacts-destination DIR]
 
 More commands parse their own arguments (``PASSTHROUGH``); ``--help`` lists them.
@@ -32,21 +33,22 @@ def _date(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date YYYY-MM-DD") from None
 
 
+STORE_HELP = "MLflow store (default: sqlite:///<project>/mlruns/mlflow.db)"
+
+
 def _parser(root: Path) -> argparse.ArgumentParser:
     from washexp.tracking import default_uri
 
     more = "\n".join(f"  {name:9s} {text}" for name, text in PASSTHROUGH_HELP.items())
     p = argparse.ArgumentParser(
         prog="washexp",
-        description="washexp: records and the MLflow UI.",
+        description="washexp: records, sweeps and the MLflow UI; memory-store tools.",
         epilog=f"more commands (each has its own --help):\n{more}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", required=True)
     store = argparse.ArgumentParser(add_help=False)
-    store.add_argument(
-        "--tracking-uri", default=default_uri(root), help="MLflow store (default: sqlite:///<project>/mlruns/mlflow.db)"
-    )
+    store.add_argument("--tracking-uri", default=default_uri(root), help=STORE_HELP)
     store.add_argument("--experiment", default="compaction", help="experiment name (default: compaction)")
 
     e = sub.add_parser("export", parents=[store], help="write dated records (.md, .json, plots) from runs")
@@ -74,6 +76,11 @@ def _parser(root: Path) -> argparse.ArgumentParser:
     u = sub.add_parser("ui", parents=[store, allow], help="start the MLflow UI on 127.0.0.1 at the runs table")
     u.add_argument("--port", type=int, default=5000)
     u.add_argument("--no-browser", action="store_true", help="print the URL only")
+
+    r = sub.add_parser("runs", help="list the recent sweeps: ids, overrides, run counts, status")
+    r.add_argument("--tracking-uri", default=default_uri(root), help=STORE_HELP)
+    r.add_argument("--experiment", help="only this experiment's sweeps (default: compaction and wash)")
+    r.add_argument("--limit", type=int, default=10, help="how many sweeps, newest first (default: 10)")
 
     s = sub.add_parser(
         "server", parents=[allow], help="start an MLflow tracking server for tracking=server (127.0.0.1 unless --host)"
@@ -117,26 +124,38 @@ UI_HOST = "127.0.0.1"
 """``washexp ui`` binds the loopback only: the runs never face the network."""
 
 
-def runs_url(port: int, experiment_id: str) -> str:
-    """The runs table: MLflow 3.17 otherwise lands on an experiment's (empty) GenAI traces page."""
-    return f"http://127.0.0.1:{port}/#/experiments/{experiment_id}/runs"
-
-
 def ui(args: argparse.Namespace) -> int:
     uri = args.tracking_uri
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         raise WashexpError(f"no tracking store at {uri}: run a sweep first (python run.py ...)")
 
     def describe() -> tuple[str, str | None]:
-        from washexp.tracking.reader import experiment_id
+        from washexp.tracking.views import runs_url, save_view
 
-        exp_id = experiment_id(uri, args.experiment)
+        exp_id = save_view(uri, args.experiment, args.experiment)  # the table opens on the arm runs
         if exp_id is None:
             raise WashexpError(f"no experiment {args.experiment!r} in {uri}: run a sweep first")
-        url = runs_url(args.port, exp_id)
+        url = runs_url(f"http://{UI_HOST}:{args.port}", exp_id)
         return f"MLflow UI: {url}", None if args.no_browser else url
 
     return _serve(uri, UI_HOST, args.port, None, describe, args.allow_host)
+
+
+def runs(args: argparse.Namespace) -> int:
+    """The recent sweeps of one experiment, or of both families' when none is named."""
+    from washexp.listing import render, sweep_rows
+    from washexp.tracking.reader import search
+
+    uri = args.tracking_uri
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        raise WashexpError(f"no tracking store at {uri}: run a sweep first (python run.py ...)")
+    rows = []
+    for experiment in [args.experiment] if args.experiment else ["compaction", "wash"]:
+        rows += sweep_rows(search(uri, experiment), experiment)
+    rows.sort(key=lambda r: r.started, reverse=True)
+    for line in render(rows[: args.limit]):
+        print(line)
+    return 0
 
 
 def server(args: argparse.Namespace) -> int:
@@ -211,7 +230,7 @@ def _main(argv: list[str]) -> int:
         return 2
     args = _parser(root).parse_args(argv)
     try:
-        return {"export": export, "ui": ui, "server": server}[args.command](args)
+        return {"export": export, "ui": ui, "runs": runs, "server": server}[args.command](args)
     except ConfigError as err:  # a usage error found before any work (an unknown --topic, an unwritable --out)
         print(f"washexp: {err}", file=sys.stderr)
         return 2

@@ -79,14 +79,24 @@ def compare(a: dict, b: dict) -> Findings:
 def _parser(root: Path | None) -> argparse.ArgumentParser:
     from washexp.tracking import default_uri
 
-    p = argparse.ArgumentParser(prog="washexp compare", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="washexp compare",
+        description=__doc__.replace("``", ""),  # the module doc, as plain text
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("a", help="baseline: a record .json, or a sweep / run id in the store")
     p.add_argument("b", help="candidate: the same")
-    p.add_argument("--max-needles-lost", type=int, default=0)
-    p.add_argument("--max-mean-drop", type=float, default=0.05)
+    p.add_argument("--max-needles-lost", type=int, default=0, help="muscle needles B may lose that A kept (default: 0)")
+    p.add_argument(
+        "--max-mean-drop", type=float, default=0.05, help="largest drop A - B of a cohort or store mean (default: 0.05)"
+    )
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
-    p.add_argument("--experiment", default="compaction", help="for sweep ids: the experiment (default compaction)")
-    p.add_argument("--tracking-uri", default=default_uri(root) if root else None)
+    p.add_argument("--experiment", default="compaction", help="for sweep ids: the experiment (default: compaction)")
+    p.add_argument(
+        "--tracking-uri",
+        default=default_uri(root) if root else None,
+        help="for sweep ids: the store (default: sqlite:///<project>/mlruns/mlflow.db)",
+    )
     return p
 
 

@@ -25,6 +25,7 @@ from omegaconf import MISSING
 @dataclass
 class BenchmarkConfig:
     name: str = MISSING
+    """The family: ``compaction`` or ``wash`` (set by ``benchmark=...``)."""
     fixtures: str = MISSING
     """Fixture folder, relative to the project root."""
 
@@ -38,10 +39,13 @@ class ModelConfig:
     """Required: the model's name at its endpoint (``???`` in a YAML file would not override a
     default, so there is none)."""
     tier: str = "reference"
+    """A free label every record carries (e.g. ``max``, ``135m-q4_1``)."""
     platform: str = "reference"
+    """A free label that names the record: ``results/<topic>-<platform>-YYYY-MM-DD.md``."""
     generations: int = 1
     """Independently generated summary/ranking pairs per task."""
     answers_per_context: int = 2
+    """The reader's answers to each context (graded separately, averaged per generation)."""
     temperature: float = 0.0
     """The reader's: the study answers at temperature zero."""
     generation_temperature: float = 0.7
@@ -52,6 +56,7 @@ class ModelConfig:
     max_tokens: int = 1024
     """The output cap of every call (S, H on both paths, Jev, the reader)."""
     extra_body: dict[str, Any] = field(default_factory=dict)
+    """Sent with every request as the OpenAI client's ``extra_body`` (e.g. ``chat_template_kwargs``)."""
 
 
 @dataclass
@@ -77,8 +82,11 @@ class EndpointConfig:
     api_key_env: str = "OPENAI_API_KEY"
     """The name of the environment variable holding the key; never the key itself."""
     timeout_s: float = 120.0
+    """Seconds one request may take before it is retried."""
     max_retries: int = 5
+    """Retries of a 429, a 5xx, a timeout or a dropped connection (exponential backoff, ``Retry-After``)."""
     max_concurrency: int = 8
+    """Requests in flight at once."""
     replay: str = "auto"
     """``auto``: reuse recorded responses, call for the rest; ``strict``: never call out."""
     recordings: str | None = None
@@ -108,6 +116,7 @@ class MethodConfig:
 @dataclass
 class CompactionConfig:
     method: MethodConfig = MISSING
+    """The ``method`` option (``conf/method/``)."""
     topn: int = 0
     """Jev Top-N evidence units fused with the summary (0 = summary only)."""
     task: Any = "all"
@@ -134,6 +143,7 @@ class MeasurementConfig:
 @dataclass
 class WashConfig:
     measurement: MeasurementConfig = MISSING
+    """The ``measurement`` option (``conf/measurement/``)."""
     store: Any = "all"
     """The stores (ceiling, infinity): ``all`` under ``fixtures/wash/``, or one or a list
     (``[lean,/data/mem]``) of names there or paths to store folders, absolute or relative to the
@@ -153,6 +163,7 @@ class WashConfig:
 @dataclass
 class TrackingConfig:
     enabled: bool = True
+    """``false`` (``tracking=off``): no MLflow at all, nothing written."""
     uri: str | None = None
     """Default: SQLite at ``<project>/mlruns/mlflow.db``; or an ``http://`` tracking server."""
     artifacts: str | None = None
@@ -164,13 +175,19 @@ class TrackingConfig:
 @dataclass
 class Config:
     benchmark: BenchmarkConfig = MISSING
+    """Which family (``benchmark=compaction|wash``)."""
     model: ModelConfig = MISSING
+    """What the model is (``model=reference|openai|local``): part of every identity."""
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    """How the model is reached: never part of an identity."""
     tracking: TrackingConfig = MISSING
+    """Where runs go (``tracking=local|server|off``): never part of an identity."""
     rerun: bool = False
     """Run a condition again even when a FINISHED run with its identity exists."""
     compaction: CompactionConfig | None = None
+    """The compaction study's own settings (only with ``benchmark=compaction``)."""
     wash: WashConfig | None = None
+    """The wash benchmark's own settings (only with ``benchmark=wash``)."""
 
 
 SHORT_KEYS = {

@@ -14,8 +14,18 @@ from typing import Any
 from washexp.errors import ConfigError
 
 
+def close_names(name: str, known: list[str]) -> list[str]:
+    """What a mistyped ``name`` may have meant: a case-only slip first (``s`` -> ``S``), then the
+    close spellings, case ignored."""
+    same = [k for k in known if k.lower() == name.lower()]
+    if same:
+        return same
+    by_lower = {k.lower(): k for k in known}
+    return [by_lower[c] for c in difflib.get_close_matches(name.lower(), list(by_lower), n=3)]
+
+
 def unknown_name(kind: str, name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=3)
+    close = close_names(name, known)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     return f"unknown {kind} {name!r}{hint} (known: {', '.join(sorted(known))})"
 

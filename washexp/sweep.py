@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from washexp.ledger import Entry
 from washexp.runner import Schedule
 
 _STOPS: list[BaseException] = []
@@ -67,6 +68,8 @@ class Sweep:
     exit_code: int = 0
     endpoint_down: str | None = None
     """...unless the model endpoint is unusable: then the remaining jobs are skipped."""
+    ledger: list[Entry] = field(default_factory=list)
+    """Each arm or measurement that ended: where its runs went (what the command prints last)."""
     outbox: Path | None = None
     """Where worker processes report; made when the sweep is first shipped to one."""
     schedule: Schedule = field(default_factory=lambda: Schedule(check=raise_if_stopped))
@@ -137,7 +140,8 @@ class Sweep:
         (one file per process, replaced whole)."""
         if self.outbox is None:
             return
-        data = json.dumps({"errors": self.errors, "exit_code": self.exit_code})
+        ledger = [e.to_dict() for e in self.ledger]
+        data = json.dumps({"errors": self.errors, "exit_code": self.exit_code, "ledger": ledger})
         fd, tmp = tempfile.mkstemp(dir=self.outbox, prefix=".tmp-")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(data)
@@ -152,6 +156,7 @@ class Sweep:
             report = json.loads(path.read_text(encoding="utf-8"))
             self.errors.extend(report["errors"])
             self.exit_code = max(self.exit_code, report["exit_code"])
+            self.ledger.extend(Entry(**e) for e in report["ledger"])
         shutil.rmtree(self.outbox, ignore_errors=True)
         self.outbox = None
 

@@ -29,6 +29,7 @@ from washexp.compaction.roles import Roles, roles_for
 from washexp.config import identity
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_json, tree_digest
+from washexp.ledger import Entry, plural
 from washexp.provenance import code_digest, git_commit, package_source, public_config
 from washexp.runner import GroupOutcome, Result, Work, start_group
 
@@ -186,14 +187,15 @@ def run_job(cfg, job, sweep) -> None:
         )
 
     def report(outcome: GroupOutcome) -> None:
+        sweep.ledger.append(Entry.of(job.sweep, cfg.benchmark.name, cfg.tracking, len(plan.tasks), outcome))
         if outcome.reused:
             log.info("%s: finished already; rerun=true runs it again", plan.arm.label)
             return
         m, n = outcome.metrics, outcome.counts
         log.info(
-            "%s: %d conditions (%d run, %d reused, %d failed) · retention primary %s · control %s",
+            "%s: %s (%d run, %d reused, %d failed) · retention primary %s · control %s",
             plan.arm.label,
-            len(plan.tasks),
+            plural(len(plan.tasks), "condition"),
             n["run"],
             n["reused"],
             n["failed"],

@@ -1,6 +1,6 @@
 """Record plots: matplotlib (Agg), PNG bytes, one panel per cohort.
 
-Same data, same bytes: no dates or titles from the clock, fixed size and dpi, and the PNG's
+Same data, same bytes: no dates from the clock in a title, fixed size and dpi, and the PNG's
 only metadata is matplotlib's Software line.
 """
 
@@ -13,13 +13,18 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 COLORS = {"S": "tab:blue", "H": "tab:orange", "Full": "black"}
+FULL = "Full (the whole trajectory)"
 _SIZE, _DPI = (10.0, 4.2), 110
 
 
 def score_vs_n(
-    by_cohort: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]], full: Mapping[str, float | None], ylabel: str
+    by_cohort: Mapping[str, Mapping[str, Sequence[tuple[int, float]]]],
+    full: Mapping[str, float | None],
+    ylabel: str,
+    title: str,
 ) -> bytes:
     """``by_cohort[cohort][method]`` = [(N, score)]; Full drawn as a horizontal line."""
     fig, axes = plt.subplots(1, len(by_cohort), figsize=_SIZE, squeeze=False, sharey=True)
@@ -27,14 +32,17 @@ def score_vs_n(
         for method, points in series.items():
             if points:
                 xs, ys = zip(*points, strict=True)
-                ax.plot(xs, ys, marker="o", color=COLORS.get(method), label=f"{method} + Top N")
+                ax.plot(xs, ys, marker="o", color=COLORS.get(method), label=f"{method} summary + Top N units")
         if full.get(cohort) is not None:
-            ax.axhline(full[cohort], color=COLORS["Full"], linestyle="--", label="Full")
+            ax.axhline(full[cohort], color=COLORS["Full"], linestyle="--", label=FULL)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         _finish_axes(ax, cohort, "Top N (Jev evidence units fused with the summary)")
-    return _png(fig, axes, ylabel)
+    return _png(fig, axes, ylabel, title)
 
 
-def tokens_vs_score(by_cohort: Mapping[str, Sequence[tuple[str, int | None, float, float]]], ylabel: str) -> bytes:
+def tokens_vs_score(
+    by_cohort: Mapping[str, Sequence[tuple[str, int | None, float, float]]], ylabel: str, title: str
+) -> bytes:
     """``by_cohort[cohort]`` = [(method, top-N, mean input tokens, score)]: S and H as lines
     through N = 0..5 (each point labelled with its N), Full (``method == "full"``) as a star."""
     fig, axes = plt.subplots(1, len(by_cohort), figsize=_SIZE, squeeze=False, sharey=True)
@@ -48,27 +56,28 @@ def tokens_vs_score(by_cohort: Mapping[str, Sequence[tuple[str, int | None, floa
                 [y for _, _, y in arm],
                 marker="o",
                 color=COLORS[method],
-                label=f"{method} + Top N (labels: N)",
+                label=f"{method} summary + Top N units (point labels: N)",
             )
             for n, x, y in arm:
                 ax.annotate(str(n), (x, y), textcoords="offset points", xytext=offset, fontsize=8, color=COLORS[method])
         for m, _n, x, y in points:
             if m == "full":
-                ax.scatter([x], [y], marker="*", s=160, color=COLORS["Full"], zorder=3, label="Full")
+                ax.scatter([x], [y], marker="*", s=160, color=COLORS["Full"], zorder=3, label=FULL)
         _finish_axes(ax, cohort, "mean input tokens per context (Qwen tokens)")
-    return _png(fig, axes, ylabel)
+    return _png(fig, axes, ylabel, title)
 
 
 def _finish_axes(ax, cohort: str, xlabel: str) -> None:
-    ax.set_title(cohort)
+    ax.set_title(f"{cohort} cohort")
     ax.set_xlabel(xlabel)
     ax.set_ylim(-0.02, 1.08)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
 
 
-def _png(fig, axes, ylabel: str) -> bytes:
+def _png(fig, axes, ylabel: str, title: str) -> bytes:
     axes[0][0].set_ylabel(ylabel)
+    fig.suptitle(title)
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=_DPI)
@@ -76,7 +85,7 @@ def _png(fig, axes, ylabel: str) -> bytes:
     return buf.getvalue()
 
 
-def lines(series: Mapping[str, Sequence[tuple[float, float]]], xlabel: str, ylabel: str, title: str = "") -> bytes:
+def lines(series: Mapping[str, Sequence[tuple[float, float]]], xlabel: str, ylabel: str, title: str) -> bytes:
     """One panel, one line per named series of (x, y) points (e.g. tokens per session per arm)."""
     fig, axes = plt.subplots(1, 1, figsize=_SIZE, squeeze=False)
     ax = axes[0][0]
@@ -84,8 +93,7 @@ def lines(series: Mapping[str, Sequence[tuple[float, float]]], xlabel: str, ylab
         if points:
             xs, ys = zip(*points, strict=True)
             ax.plot(xs, ys, marker=".", label=name, drawstyle="steps-post")
-    ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")
-    return _png(fig, axes, ylabel)
+    return _png(fig, axes, ylabel, title)

@@ -463,6 +463,10 @@ def _infinity(parents: pd.DataFrame, kids: pd.DataFrame, uri: str) -> tuple[Tabl
     )
 
 
+ARM_LEGEND = {"A": "A: washed when the gauge fires", "B": "B: never washed"}
+"""What each sawtooth arm is, in the plot's legend."""
+
+
 def _sawtooth(parents: pd.DataFrame, kids: pd.DataFrame, uri: str, stem: str) -> tuple[Table, Plot]:
     rows, series = [], {}
     for _, p in parents.iterrows():
@@ -485,7 +489,8 @@ def _sawtooth(parents: pd.DataFrame, kids: pd.DataFrame, uri: str, stem: str) ->
         )
         for _, arm in arms.iterrows():
             sessions = _artifact(uri, arm["run_id"], "sessions.json") or []
-            series[f"{_who(p['washer'], p['gates'])} · {p['gauge']} · arm {arm.get('tags.arm')}"] = [
+            who = ARM_LEGEND.get(arm.get("tags.arm"), f"arm {arm.get('tags.arm')}")
+            series[f"{who} · {_who(p['washer'], p['gates'])} · gauge {p['gauge']}"] = [
                 (s["session"], s["always_loaded"]) for s in sessions
             ]
     cols = (
@@ -512,7 +517,9 @@ def _sawtooth(parents: pd.DataFrame, kids: pd.DataFrame, uri: str, stem: str) ->
     plot = Plot(
         f"{stem}-sawtooth.png",
         "always-loaded tokens per session, arm A (wash when the gauge fires) and arm B (never)",
-        plots.lines(series, "session", "always-loaded ~est tokens"),
+        plots.lines(
+            series, "session", "always-loaded ~est tokens", "Sawtooth vs bloat: always-loaded tokens a session"
+        ),
     )
     return table, plot
 

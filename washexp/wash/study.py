@@ -25,6 +25,7 @@ from typing import Any
 from washexp.config import identity
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import tree_digest
+from washexp.ledger import Entry
 from washexp.provenance import code_digest, files_digest, git_commit, package_source, public_config
 from washexp.runner import Result, Work, run_group
 from washexp.wash import caliper, gauge, pipeline, ported, rounds, sawtooth, summary
@@ -134,7 +135,10 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         params["served"] = served
     if getattr(built, "confinement", None):  # what contained a command washer on this machine
         params["confinement"] = built.confinement
-    label = f"{m.name} · {washer_name} · gauge {gauge_name}" + ("" if w.gates else " · gates off")
+    gauges = {"configured": gauge_name, "off": "off"}  # an arm's gauge: what the line and run names say
+    used = " vs ".join(dict.fromkeys(gauges[a] for a in m.arms))
+    kind = f"{m.name} · {washer_name}" + ("" if w.gates else " · gates off")
+    label = f"{kind} · gauge {used}"
     config_yaml = public_config(cfg)
 
     if m.name == "sawtooth":
@@ -142,7 +146,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         units = {"A": True, "B": False}
         children = [
             Work(
-                f"{label} · arm {a}",
+                f"arm {a}, {'washed when the gauge fires' if units[a] else 'never washed'} · {label}",
                 {**ident, "feed_sha256": tree_digest(feed_files), "arm": a},  # content, never the path
                 {**params, "feed": feed.name, "arm": a},
                 {**tags, "washexp.kind": "wash-arm", "arm": a, "feed": feed.name},
@@ -169,7 +173,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
     else:
         children = [
             Work(
-                f"{label} · {s.name} · {arm}",
+                f"{s.name} · gauge {gauges[arm]} · {kind}",  # the distinguishing part first: names are cut
                 {**ident, "store_sha256": s.digest, "arm": arm},  # content, never the path
                 {**params, "store": s.name, "arm": arm},
                 {
@@ -214,6 +218,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
     outcome = run_group(
         _tracker(cfg, sweep), parent, children, compute, summarize, rerun=cfg.rerun, fatal=(ModelError,)
     )
+    sweep.ledger.append(Entry.of(job.sweep, cfg.benchmark.name, cfg.tracking, len(children), outcome))
     if outcome.reused:
         log.info("%s: finished already; rerun=true runs it again", label)
     else:
@@ -224,7 +229,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
             n["run"],
             n["reused"],
             n["failed"],
-            summary.headline(m.name, outcome.metrics),
+            summary.headline(m.name, outcome.metrics, gauges),
         )
     return outcome.metrics
 

@@ -247,7 +247,8 @@ def sawtooth_totals(config_yaml: str, manifest: dict) -> Callable[[dict], Result
     return summarize
 
 
-def headline(name: str, metrics: dict[str, float]) -> str:
+def headline(name: str, metrics: dict[str, float], gauges: dict[str, str]) -> str:
+    """The measurement's closing line; ``gauges``: each arm's gauge name (``configured`` -> its name)."""
     if name == "sawtooth":
         d = metrics.get("delta_pct")
         return "delta n/a" if d is None else f"delta {d:.1f}% over B (A's run costs included)"
@@ -256,7 +257,7 @@ def headline(name: str, metrics: dict[str, float]) -> str:
         if f"{arm}/ceiling" in metrics:
             bound = "≥" if metrics.get(f"{arm}/ceiling_lower_bound") else ""
             parts.append(
-                f"gauge {arm}: ceiling {bound}{metrics[f'{arm}/ceiling']:.0f}, "
+                f"gauge {gauges[arm]}: ceiling {bound}{metrics[f'{arm}/ceiling']:.0f}, "
                 f"muscle lost {metrics[f'{arm}/muscle_lost']:.0f}/{metrics[f'{arm}/muscle_total']:.0f}"
             )
     return "; ".join(parts) or "no store finished"

@@ -1,0 +1,129 @@
+"""A command says where its results went: the sweep id it prints is the one ``washexp export
+--sweep`` and ``washexp compare`` take, its next commands run as printed, ``washexp runs`` lists
+the sweep, and the UI's saved view shows metrics the arm runs have."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import ROOT, run_cli
+
+ARMS = ["-m", "method=S", "topn=0,1", "task=[payment,backup]"]
+
+
+def _washexp(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "washexp.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
+def _closing(stdout: str) -> dict[str, str]:
+    """The closing block: the sweep line's id and counts, then each ``name: command`` line."""
+    m = re.search(r"^washexp: sweep (\S+) · (\d+) arms? · (\d+) conditions?: (\d+) run, (\d+) reused", stdout, re.M)
+    assert m, stdout
+    out = dict(zip(("sweep", "arms", "units", "run", "reused"), m.groups(), strict=True))
+    out |= dict(re.findall(r"^  (records|compare|browse):\s+(.+)$", stdout, re.M))
+    return out
+
+
+@pytest.fixture(scope="module")
+def two_sweeps(tmp_path_factory):
+    store = tmp_path_factory.mktemp("closing")
+    first = run_cli([*ARMS, f"hydra.sweep.dir={store / 'one'}"], store)
+    second = run_cli([*ARMS, "rerun=true", f"hydra.sweep.dir={store / 'two'}"], store)
+    again = run_cli([*ARMS, f"hydra.sweep.dir={store / 'three'}"], store)
+    return store, _closing(first.stdout), _closing(second.stdout), again.stdout
+
+
+def test_the_printed_sweep_id_is_accepted_by_export_and_compare(two_sweeps, tmp_path):
+    store, a, b, _ = two_sweeps
+    assert (a["arms"], a["units"], a["run"], a["reused"]) == ("2", "4", "4", "0")
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    # the commands exactly as printed (only the placeholder filled and the output folder moved)
+    export = shlex.split(b["records"])
+    assert export[:4] == ["washexp", "export", "--sweep", b["sweep"]] and f"--tracking-uri {uri}" in b["records"]
+    done = _washexp([*export[1:], "--out", str(tmp_path)])
+    assert done.returncode == 0, done.stderr
+    record = json.loads(next(tmp_path.glob("compaction-*.json")).read_text())
+    assert list(record["provenance"]["sweeps (overrides)"]) == [b["sweep"]]  # that sweep's runs, no other
+    compare = shlex.split(a["compare"].replace("<another sweep id>", b["sweep"]))
+    assert compare[2] == a["sweep"] and compare[3] == b["sweep"]
+    found = _washexp(compare[1:])
+    assert found.returncode == 0, found.stderr  # the same arms again: no regression
+    assert found.stdout.startswith("no regression: 0 needle(s) lost")
+
+
+def test_a_sweep_of_reused_arms_says_where_they_are(two_sweeps):
+    _, _, _, again = two_sweeps
+    counts = _closing(again)
+    assert (counts["run"], counts["reused"]) == ("0", "4")
+    assert "records" not in counts and "finished in earlier sweeps" in again
+
+
+def test_runs_lists_both_sweeps_newest_first(two_sweeps):
+    store, a, b, _ = two_sweeps
+    listed = _washexp(["runs", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"])
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split()[0] for line in listed.stdout.splitlines()[1:]]
+    assert rows[:2] == [b["sweep"], a["sweep"]]
+    row = next(line for line in listed.stdout.splitlines() if line.startswith(a["sweep"] + " "))
+    assert "compaction.topn=0,1 method=S" in row and "6 FINISHED" in row  # 2 arms + 4 conditions
+
+
+def test_the_ui_view_shows_the_arm_runs_headline_metrics(two_sweeps):
+    store, a, _, _ = two_sweeps
+    assert "washexp ui --tracking-uri" in a["browse"] and "viewStateShareKey=washexp" in a["browse"]
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("compaction")
+    view = json.loads(exp.tags["mlflow.sharedViewState.washexp"])
+    arm = client.search_runs([exp.experiment_id], "tags.`washexp.kind` = 'arm'")[0]
+    assert view["searchFilter"] == "tags.`washexp.kind` = 'arm'"
+    shown = [c.removeprefix("metrics.`").removesuffix("`") for c in view["selectedColumns"] if c.startswith("metrics.")]
+    assert {"primary/retention", "control/retention", "all/input_tokens"} <= set(shown) & set(arm.data.metrics)
+
+
+def test_one_condition_is_singular(store):
+    out = run_cli(
+        ["-m", "method=S", "topn=1", "task=payment", "tracking=off"], store
+    )  # -m: Hydra logs its own way after
+    assert "S top1: 1 condition (1 run" in out.stdout + out.stderr
+    assert "· 1 arm · 1 condition: 1 run, 0 reused, 0 failed" in out.stdout
+    assert "tracking=off: nothing was recorded" in out.stdout
+    assert "[HYDRA] S top1" not in out.stdout + out.stderr  # the closing line of the last arm is washexp's own
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["method=s"], "did you mean 'S'?"),
+        (["benchmark=wash", "washer=Reference"], "did you mean 'reference'?"),
+        (["benchmark=wash", "measurement=ceilng"], "did you mean 'ceiling'?"),
+        (["-m", "hydra/launcher=jobliblocal", "method=S"], "did you mean 'joblib_local'"),
+        (["method=S,H"], "add -m (python run.py -m method=S,H)"),
+    ],
+)
+def test_a_slip_is_answered_with_the_fix(store, args, says):
+    out = run_cli(args, store, check=False)
+    assert out.returncode == 2 and says in out.stderr and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_help_is_washexps_own(store):
+    out = run_cli(["--help"], store)
+    assert "powered by Hydra" not in out.stdout and "local_schema" not in out.stdout
+    assert "topn=0..5 is 0,1,2,3,4,5" in out.stdout
+    assert re.search(r"^  method .*\n\s+full \| H \| plugin \| S$", out.stdout, re.M)
+    assert "python run.py -m method=S,H topn=0..5" in out.stdout
+
+
+def test_a_password_in_a_store_uri_is_never_printed():
+    from washexp.ledger import shown
+
+    assert shown("postgresql+psycopg://user:s3cret@db:5432/mlflow") == "postgresql+psycopg://user:***@db:5432/mlflow"
+    assert shown("sqlite:////tmp/x/mlflow.db") == "sqlite:////tmp/x/mlflow.db"

@@ -1,0 +1,81 @@
+"""``washexp runs``: the recent sweeps in a store, one line each, so a sweep id never has to be
+dug out of SQLite or an ``outputs/`` folder.
+
+A sweep is the set of runs that carry its ``sweep`` tag (what ``export --sweep`` and ``compare``
+take). Its *arms* are its top-level runs (compaction arms, wash measurements), its units the
+runs under them (conditions, stores); a condition reused from an earlier sweep keeps that sweep's tag, so it is
+counted there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+TOP_KINDS = ("arm", "measurement")
+"""The ``washexp.kind`` of a sweep's top-level runs (the rest hang under them)."""
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    sweep: str
+    experiment: str
+    started: datetime
+    """The first of its runs to start (UTC)."""
+    arms: int
+    units: int
+    status: dict[str, int]
+    """Run status -> how many of the sweep's runs (arms and units) have it."""
+    overrides: str
+    """The values each key took over the sweep's arms, as ``key=a,b``."""
+
+
+def merged_overrides(per_arm: list[str]) -> str:
+    """``["method=S,compaction.topn=0", "method=H,compaction.topn=1"]`` ->
+    ``method=S,H compaction.topn=0,1`` (Hydra's ``override_dirname`` joins with ``,``)."""
+    values: dict[str, list[str]] = {}
+    for text in per_arm:
+        for item in text.split(",") if text != "(defaults)" else []:
+            key, eq, value = item.partition("=")
+            if eq:
+                values.setdefault(key, [])
+                if value not in values[key]:
+                    values[key].append(value)
+            elif values:  # a value of the previous key holding a comma (a list)
+                last = values[next(reversed(values))]
+                last[-1] += "," + item
+    return " ".join(f"{k}={','.join(v)}" for k, v in values.items()) or "(defaults)"
+
+
+def sweep_rows(runs, experiment: str) -> list[SweepRow]:
+    """One row per sweep of ``runs`` (a ``tracking.reader.search`` frame), newest first."""
+    if runs is None or runs.empty or "tags.sweep" not in runs.columns:
+        return []
+    rows = []
+    for sweep, group in runs.dropna(subset=["tags.sweep"]).groupby("tags.sweep"):
+        kinds = group.get("tags.washexp.kind")
+        top = group[kinds.isin(TOP_KINDS)] if kinds is not None else group.iloc[0:0]
+        overrides = top["tags.washexp.overrides"].dropna().tolist() if "tags.washexp.overrides" in top else []
+        rows.append(
+            SweepRow(
+                sweep=str(sweep),
+                experiment=experiment,
+                started=group["start_time"].min().to_pydatetime(),
+                arms=len(top),
+                units=len(group) - len(top),
+                status=group["status"].value_counts().to_dict(),
+                overrides=merged_overrides(sorted(overrides)),
+            )
+        )
+    return sorted(rows, key=lambda r: r.started, reverse=True)
+
+
+def render(rows: list[SweepRow]) -> list[str]:
+    if not rows:
+        return ["no sweeps recorded yet (python run.py ... records one)"]
+    out = [f"{'sweep':34} {'experiment':11} {'started (UTC)':17} {'arms':>4} {'under':>5}  status  overrides"]
+    for r in rows:
+        status = " ".join(f"{n} {s}" for s, n in sorted(r.status.items()))
+        started = r.started.strftime("%Y-%m-%d %H:%M")
+        out.append(f"{r.sweep:34} {r.experiment:11} {started:17} {r.arms:4d} {r.units:5d}  {status}  {r.overrides}")
+    return out

@@ -1,0 +1,69 @@
+"""The view the MLflow UI opens an experiment's runs table on.
+
+MLflow 3.x keeps a shared view of the runs table as an experiment tag
+(``mlflow.sharedViewState.<key>``, a JSON object) and opens it from the URL
+``#/experiments/<id>/runs?viewStateShareKey=<key>``: the search filter, the sort, the visible
+columns and which runs show. The column picker is otherwise the only way to a metric column
+(an arm run carries over a hundred metrics), and child runs would fill the first page.
+"""
+
+from __future__ import annotations
+
+import json
+
+VIEW_KEY = "washexp"
+"""The share key washexp's view is saved under (one per experiment)."""
+
+HEADLINES = {
+    "compaction": (
+        "arm",
+        ["primary/retention", "control/retention", "primary/fact_accuracy", "control/fact_accuracy"]
+        + ["all/input_tokens", "primary/reduction_pct"],
+    ),
+    "wash": (
+        "measurement",
+        ["off/ceiling", "off/muscle_lost", "off/fat_removed_pct", "configured/muscle_lost"]
+        + ["configured/fat_removed_pct", "delta_pct"],
+    ),
+}
+"""Per family: the run kind the table shows, and its headline metric columns (the first found)."""
+
+
+def view_state(family: str) -> dict:
+    """The shared view for one family's experiment: its top-level runs, sorted by name, with the
+    headline metrics as columns and every run shown (not the first 10)."""
+    kind, metrics = HEADLINES.get(family, ("arm", []))
+    columns = ["tags.`mlflow.runName`", *(f"metrics.`{m}`" for m in metrics)]
+    return {
+        "searchFilter": f"tags.`washexp.kind` = '{kind}'",
+        "orderByKey": "tags.`mlflow.runName`",
+        "orderByAsc": True,
+        "selectedColumns": columns,
+        "columnOrder": columns,  # the headline first, in this order (the UI otherwise sorts by name)
+        "columnWidths": {c: 140 for c in columns[1:]},  # wide enough for `primary/retention`
+        "runsHiddenMode": "SHOW_ALL",
+    }
+
+
+def save_view(uri: str, experiment: str, family: str) -> str | None:
+    """Save the view on ``experiment`` (replacing washexp's earlier one); its id, or None if the
+    store has no such experiment."""
+    from mlflow.tracking import MlflowClient
+
+    from washexp.tracking.reader import quiet_mlflow
+
+    with quiet_mlflow():
+        client = MlflowClient(uri)
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            return None
+        value = json.dumps(view_state(family), separators=(",", ":"))
+        if found.tags.get(f"mlflow.sharedViewState.{VIEW_KEY}") != value:
+            client.set_experiment_tag(found.experiment_id, f"mlflow.sharedViewState.{VIEW_KEY}", value)
+    return found.experiment_id
+
+
+def runs_url(base: str, experiment_id: str) -> str:
+    """The runs table on washexp's view (MLflow 3.x otherwise lands on an experiment's empty GenAI
+    traces page)."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
