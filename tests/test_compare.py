@@ -225,3 +225,36 @@ def test_an_exported_compaction_record_carries_its_fields_and_fails_closed(plant
     empty.write_text(json.dumps(dict(record, data={"compaction_tasks": [], "compaction_fields": []})))
     proc = _compare(store, str(a), str(empty), experiment="compaction")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "has no rows" in proc.stderr, proc.stderr
+
+
+def _artifact_file(store: Path, experiment: str, kind: str, name: str) -> Path:
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name(experiment)
+    run = next(r for r in client.search_runs([exp.experiment_id]) if r.data.tags["washexp.kind"] == kind)
+    return Path(run.info.artifact_uri.removeprefix("file://")) / name
+
+
+@pytest.mark.parametrize(
+    ("args", "experiment", "kind", "name"),
+    [
+        (["method=S", "topn=0", "task=payment"], "compaction", "condition", "retention.json"),
+        (["benchmark=wash", "measurement=ceiling", "store=lean", "rounds=1"], "wash", "wash-store", "rounds.json"),
+    ],
+)
+def test_a_finished_run_without_the_table_compare_reads_fails_the_export(tmp_path, args, experiment, kind, name):
+    store = tmp_path / "store"
+    store.mkdir()
+    run_cli([*args, f"hydra.run.dir={tmp_path / 'a'}"], store)
+    _artifact_file(store, experiment, kind, name).unlink()
+    proc = subprocess.run(
+        [sys.executable, "-m", "washexp.cli", "export", "--experiment", experiment]
+        + ["--tracking-uri", f"sqlite:///{store / 'mlflow.db'}", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert name in proc.stderr and not (tmp_path / "out").exists()
+    compared = _compare(store, "a", "a", experiment=experiment)
+    assert compared.returncode == 2 and name in compared.stderr, compared.stderr
