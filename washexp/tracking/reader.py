@@ -26,6 +26,9 @@ def experiment_id(uri: str, name: str) -> str | None:
     """The id of experiment ``name`` in the store at ``uri``, or None if it has none."""
     from mlflow.tracking import MlflowClient
 
+    from washexp.tracking.sqlite import check_store
+
+    check_store(uri, write=False)  # MLflow would make an empty file a store, and retry a damaged one
     with quiet_mlflow():
         found = MlflowClient(uri).get_experiment_by_name(name)
     return found.experiment_id if found else None

@@ -47,7 +47,7 @@ from typing import Any
 
 from washexp.hashing import canonical_json, sha256_bytes, tree_digest
 from washexp.masking import mask, mask_bytes
-from washexp.tracking.sqlite import write_ahead_log
+from washexp.tracking.sqlite import check_store, store_path, write_ahead_log
 
 HASH_TAG = "washexp.hash"
 OWNER_TAG = "washexp.owner"
@@ -238,6 +238,7 @@ class Tracker:
         from washexp.tracking.sqlstore import SqlRuns
 
         if uri.startswith("sqlite:"):
+            check_store(uri, write=True)  # one line for an empty, damaged or read-only file, before any work
             write_ahead_log()  # before MLflow's first connection to the store
         mlflow.set_tracking_uri(uri)
         self.uri = uri
@@ -409,8 +410,8 @@ def _write_tree(folder: Path, files: dict[str, bytes]) -> None:
 def _lock_path(uri: str, lock_dir: Path) -> Path:
     """The lock that serialises opening a store: beside a SQLite file (every sweep writing it
     shares that lock, whatever its artifact root), else in ``lock_dir``."""
-    if uri.startswith("sqlite:///"):
-        db = Path(uri.removeprefix("sqlite:///").partition("?")[0])
+    db = store_path(uri)
+    if db is not None:
         db.parent.mkdir(parents=True, exist_ok=True)
         return db.with_name(db.name + ".washexp.lock")
     lock_dir.mkdir(parents=True, exist_ok=True)
