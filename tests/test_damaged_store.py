@@ -7,6 +7,7 @@ Each case starts from a real store a real sweep wrote, damaged as a disk or a us
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -106,3 +107,51 @@ def test_a_store_on_a_read_only_mount_is_one_line(good, tmp_path):
         cwd=tmp_path,
     )
     _one_line(proc, f"{ro / 'mlflow.db'}: the tracking store cannot be written (Read-only file system)")
+
+
+FULL = """
+mount -t tmpfs -o size=7m tmpfs "$STORE" || exit 97
+"$PY" "$RUN" -m method=S,H topn=0..5 $ARGS > "$OUT/full.out" 2> "$OUT/full.err"; echo $? > "$OUT/full.rc"
+"$PY" -c "$COUNT" > "$OUT/full.status"
+mount -o remount,size=64m "$STORE"
+"$PY" "$RUN" -m method=S,H topn=0..5 $ARGS > "$OUT/again.out" 2> "$OUT/again.err"; echo $? > "$OUT/again.rc"
+"$PY" -c "$COUNT" > "$OUT/again.status"
+"""
+
+
+def test_a_store_that_fills_mid_run_is_one_line_and_the_next_start_recovers(tmp_path):
+    """A 7 MB filesystem (tmpfs, in a mount namespace of its own) fills while the main job writes:
+    one line, exit 1, no traceback; the runs it could not end stay RUNNING and the next start, with
+    room again, marks them KILLED and finishes the sweep."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "--mount", "true"]).returncode != 0:
+        pytest.skip("unshare --mount is not available here: cannot give the store a small filesystem")
+    store, out = tmp_path / "store", tmp_path / "out"
+    store.mkdir()
+    out.mkdir()
+    db = store / "mlflow.db"
+    count = f"import sqlite3, json; print(json.dumps(dict(sqlite3.connect('{db}').execute("
+    count += "'select status, count(*) from runs group by status').fetchall())))"
+    env = {
+        "STORE": str(store),
+        "OUT": str(out),
+        "PY": sys.executable,
+        "RUN": str(ROOT / "run.py"),
+        "COUNT": count,
+        "ARGS": f"tracking.uri=sqlite:///{db} tracking.artifacts={store / 'mlruns'} hydra.sweep.dir={tmp_path / 'm'}",
+        "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
+    }
+    proc = subprocess.run(["unshare", "--mount", "sh", "-c", FULL], env=env, cwd=tmp_path, timeout=900)
+    if proc.returncode == 97:
+        pytest.skip("cannot mount a tmpfs here")
+    err = (out / "full.err").read_text()
+    lines = [line for line in err.splitlines() if line.startswith("washexp: ")]  # beside the progress lines
+    assert (out / "full.rc").read_text().strip() == "1" and len(lines) == 1, err[-3000:]
+    assert "Traceback" not in err and "ERROR" not in err, err[-3000:]
+    reasons = ("(No space left on device)", "(database or disk is full)")  # the artifact folder's, or SQLite's
+    assert lines[0].startswith(f"washexp: sqlite:///{db}: the tracking store failed mid-run ")
+    assert lines[0].endswith(reasons), lines[0]
+    status = json.loads((out / "full.status").read_text())
+    assert status.get("FINISHED", 0) < 180 and set(status) <= {"FINISHED", "RUNNING", "FAILED"}
+    assert (out / "again.rc").read_text().strip() == "0", (out / "again.err").read_text()[-3000:]
+    again = json.loads((out / "again.status").read_text())
+    assert again == {"FINISHED": 180, **({"KILLED": status["RUNNING"]} if status.get("RUNNING") else {})}

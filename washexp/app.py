@@ -239,7 +239,10 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
         for s, handler in previous.items():
             signal.signal(s, handler)
         sweep.collect()  # what jobs in other processes reported
-        sweep.close()
+        try:
+            sweep.close()
+        except WashexpError as err:  # the store failed as the last runs were written
+            sweep.fail(str(err), 1)
     raise_if_stopped()  # a stop whose own exception was dropped still ends the command stopped
     for line in dict.fromkeys(sweep.errors):
         print(f"washexp: {line}", file=sys.stderr)
