@@ -269,3 +269,104 @@ def test_a_blind_wash_record_is_refused():
     del odd["data"]["wash_rounds"][0]["lost"]
     with pytest.raises(ConfigError, match="^A: wash_rounds row 0 lacks lost"):
         wash.compare(odd, _kept())
+
+
+# ---------------------------------------------------------------- the command, on record files
+
+
+def _files(tmp_path, a: dict, b: dict) -> list[str]:
+    import json
+
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    return [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+
+
+def test_the_command_prints_the_verdict_first_and_exits_by_it(tmp_path, capsys, monkeypatch):
+    import json
+
+    from washexp.compare import main
+
+    monkeypatch.chdir(tmp_path)  # no project here: two record files compare anywhere
+    assert main(_files(tmp_path, _study(), _study())) == 0
+    assert capsys.readouterr().out == "no regression: 0 needle(s) lost in B, worst mean drop +0.000\n"
+    assert main(_files(tmp_path, _study(), _study(pay_y=0.5))) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "REGRESSION: 1 needle(s) lost in B, worst mean drop +0.250"
+    assert out[1] == "LOST in B: S top3 · payment · y (retained 1.00 -> 0.50)"
+    assert main([*_files(tmp_path, _study(), _study(pay_y=0.5)), "--max-needles-lost", "1"]) == 1  # the mean drop
+    capsys.readouterr()
+    args = [*_files(tmp_path, _study(), _study(pay_y=0.5)), "--max-needles-lost", "1", "--max-mean-drop", "0.25"]
+    assert main(args) == 0
+    capsys.readouterr()
+    b = _study()
+    b["data"]["compaction_tasks"] = [t for t in b["data"]["compaction_tasks"] if t["arm"] != "Full"]
+    b["data"]["compaction_fields"] = [f for f in b["data"]["compaction_fields"] if f["arm"] != "Full"]
+    assert main(_files(tmp_path, _study(), b)) == 1
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        "REGRESSION: 0 needle(s) lost in B, worst mean drop +0.000; B lacks 2 of A's 5 cells",
+        "MISSING in B: Full",
+    ]
+    assert main([*_files(tmp_path, _study(), b), "--allow-subset", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert (found["schema"], found["topic"], found["regression"], found["subset"]) == (1, "compaction", False, True)
+    assert (found["cells_a"], found["missing_in_b"], found["missing"]) == (5, 2, [["Full"]])
+    assert found["thresholds"] == {"max_needles_lost": 0, "max_mean_drop": 0.05} and found["needles_lost"] == 0
+
+
+@pytest.mark.parametrize(
+    ("b", "expected"),
+    [
+        ("{not json", "not a readable record"),
+        ('{"schema": 2, "topic": "compaction", "data": {}}', "not a washexp record of schema 1"),
+        ('{"schema": 1, "topic": "compaction"}', "not a washexp record of schema 1"),
+        ("[1]", "not a washexp record of schema 1"),
+    ],
+)
+def test_the_command_refuses_what_is_not_a_record_in_one_line(tmp_path, capsys, monkeypatch, b, expected):
+    from washexp.compare import main
+
+    monkeypatch.chdir(tmp_path)
+    a, path = _files(tmp_path, _study(), {})
+    (tmp_path / "b.json").write_text(b)
+    assert main([a, path]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("washexp compare: ") and expected in err, err
+    assert main([a]) == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def test_every_refusal_names_the_side_it_is_about():
+    blind = _study()
+    blind["data"]["compaction_fields"] = []
+    first = r"^A: 3 finished condition\(s\) without compaction_fields rows, first S top3 · payment"
+    with pytest.raises(ConfigError, match=first):
+        compaction.compare(blind, _study())
+    odd = _study()
+    del odd["data"]["compaction_fields"][0]["retained"]
+    with pytest.raises(ConfigError, match="^A: compaction_fields row 0 lacks retained"):
+        compaction.compare(odd, _study())
+    with pytest.raises(ConfigError, match="^B: compaction_fields row 0 lacks retained"):
+        compaction.compare(_study(), odd)
+    stray = _study()
+    stray["data"]["compaction_fields"].append({"arm": "H top5", "task": "payment", "field": "x", "retained": 1.0})
+    with pytest.raises(ConfigError, match="^B: compaction_fields names H top5"):
+        compaction.compare(_study(), stray)
+    with pytest.raises(ConfigError, match="^B: the record has no wash_rounds table"):
+        wash.compare(_kept(), {"topic": "wash", "data": {}})
+    with pytest.raises(ConfigError, match=r"^A: the record has no tab table \(not a wash record compare knows\)"):
+        rows({"topic": "wash", "data": {}}, "A", "tab", ())
+    with pytest.raises(ConfigError, match="^A is a wash record and B a compaction record"):
+        compare({"topic": "wash"}, {"topic": "compaction"})
+    with pytest.raises(ConfigError, match=r"^A: tab row 0 lacks \(not an object\)"):
+        rows({"data": {"tab": [7]}}, "A", "tab", ("k",))
+
+
+def test_compare_fails_closed_unless_told_and_passes_both_sides_on():
+    b = _study(pay_y=0.5)
+    b["data"]["compaction_tasks"] = [t for t in b["data"]["compaction_tasks"] if t["arm"] != "Full"]
+    b["data"]["compaction_fields"] = [f for f in b["data"]["compaction_fields"] if f["arm"] != "Full"]
+    found = compare(_study(), b)
+    assert found.topic == "compaction" and not found.subset and found.missing == [("Full",)]
+    assert found.needles_lost == 1 and found.data["fields_lost_in_b"][0]["retained_b"] == 0.5
+    assert compare(_study(), b, True).subset
+    assert wash.compare(_kept(), _kept()).topic == "wash"
