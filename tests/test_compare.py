@@ -28,8 +28,8 @@ def _compare(store: Path, *args: str, experiment: str = "wash") -> subprocess.Co
     )
 
 
-def _export(store: Path, out: Path, experiment: str, *args: str) -> Path:
-    proc = subprocess.run(
+def _run_export(store: Path, out: Path, experiment: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [sys.executable, "-m", "washexp.cli", "export", "--experiment", experiment, *args]
         + ["--tracking-uri", f"sqlite:///{store / 'mlflow.db'}", "--out", str(out)],
         capture_output=True,
@@ -37,6 +37,10 @@ def _export(store: Path, out: Path, experiment: str, *args: str) -> Path:
         timeout=300,
         cwd=ROOT,
     )
+
+
+def _export(store: Path, out: Path, experiment: str, *args: str) -> Path:
+    proc = _run_export(store, out, experiment, *args)
     assert proc.returncode == 0, proc.stderr
     assert "Not all runs" not in proc.stderr  # MLflow's noise about tables it did not find
     return next(out.glob(f"{experiment}-*.json"))
@@ -74,16 +78,7 @@ def test_the_same_sweep_compared_with_itself_passes(sweeps, tmp_path):
     proc = _compare(store, a, a)
     assert proc.returncode == 0 and proc.stdout.startswith("no regression: 0 needle(s) lost"), proc.stdout
     # records exported to files compare alike
-    out = subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "export", "--experiment", "wash"]
-        + ["--tracking-uri", f"sqlite:///{store / 'mlflow.db'}", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert out.returncode == 0, out.stderr
-    record = next(tmp_path.glob("wash-*.json"))
+    record = _export(store, tmp_path, "wash")
     assert json.loads(record.read_text())["schema"] == 1
     assert _compare(store, str(record), str(record)).returncode == 0
 
@@ -246,14 +241,7 @@ def test_a_finished_run_without_the_table_compare_reads_fails_the_export(tmp_pat
     store.mkdir()
     run_cli([*args, f"hydra.run.dir={tmp_path / 'a'}"], store)
     _artifact_file(store, experiment, kind, name).unlink()
-    proc = subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "export", "--experiment", experiment]
-        + ["--tracking-uri", f"sqlite:///{store / 'mlflow.db'}", "--out", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+    proc = _run_export(store, tmp_path / "out", experiment)
     assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert name in proc.stderr and not (tmp_path / "out").exists()
     compared = _compare(store, "a", "a", experiment=experiment)
