@@ -50,3 +50,8 @@ def test_an_invalid_context_is_counted_and_an_empty_cohort_is_absent():
     assert m["control/invalid"] == 1.0 and m["all/invalid"] == 1.0
     assert not any(k.startswith("primary/") for k in m)  # no primary task: nothing, not 0
     assert m["control/retention"] == 0.0 and m["all/tasks"] == 1.0
+
+
+def test_a_score_measured_after_an_unmeasured_one_is_still_aggregated():
+    m = arm_metrics({"pay": {"retention": 1.0, "fact_accuracy": 0.5, "contexts": 1.0, "contexts_valid": 1.0}}, COHORTS)
+    assert m["primary/fact_accuracy"] == 0.5 and "primary/retention_all_fields" not in m
