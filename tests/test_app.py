@@ -49,6 +49,10 @@ def test_empty_range_is_an_error():
         # trap: `???` in a YAML file does not override a dataclass default: model.name must have none
         ("model=openai", "model.name: Structured config of type `ModelConfig` has missing mandatory value"),
         ("model.backend=openia", "did you mean 'openai'"),
+        # trap: a + override appended a key nothing reads, and the default ran, exit 0
+        ("+metod=S", "metod: no such config key; did you mean 'method'"),
+        ("+compaction.topm=3", "compaction.topm: no such config key; did you mean 'topn'?"),
+        ("+model.tempreature=0", "model.tempreature: no such config key; did you mean 'temperature'"),
     ],
 )
 def test_bad_override_is_one_clear_line(store, override, expected):

@@ -89,3 +89,13 @@ def test_regression_counts_must_be_the_named_mapping(payment):
     # The study's format preflight: counts returned as arrays are wrong, and stay wrong.
     facts = dict(payment.expected, regression_attempt_counts=[2, 1, 3])
     assert not grade(payment, reply(facts)).fields["regression_attempt_counts"]
+
+
+def test_unordered_compares_a_list_with_a_list_only():
+    assert not unordered_equal([1, 2], {1: "x", 2: "y"})  # a mapping iterates its keys: not a list
+
+
+def test_unordered_lists_of_objects_match_whatever_their_key_order():
+    a = [{"x": 1, "y": 2}, {"x": 0, "y": 9}]
+    b = [{"y": 9, "x": 0}, {"y": 2, "x": 1}]
+    assert unordered_equal(a, b) and unordered_equal(b, a)

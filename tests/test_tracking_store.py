@@ -199,7 +199,9 @@ def test_a_write_that_fails_on_the_writer_thread_is_raised_at_the_next_tracking_
     artifacts.parent.mkdir(parents=True, exist_ok=True)
     artifacts.write_text("a file where the run's artifact folder goes")
     run.finish(METRICS, ARTIFACTS)  # handed over: the failure comes later, on the writer thread
-    with pytest.raises(OSError):
+    from washexp.tracking.writer import StoreError
+
+    with pytest.raises(StoreError, match="the tracking store failed mid-run"):  # one line, not a traceback
         tracker.close()
     assert tracker.client.get_run(run.run_id).info.status == "RUNNING"
     tracker.close()  # reported once; the writer goes on

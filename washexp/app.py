@@ -104,10 +104,47 @@ def _run_job(cfg, sweep: Sweep) -> None:
     if sweep.endpoint_down:
         return  # the sweep's endpoint failed in an earlier job: every job would wait and fail alike
     with _settled(sweep):
+        check_known_keys(cfg)
         config = OmegaConf.to_object(cfg)
         declare(config.endpoint.api_key_env)  # its value is masked, and kept from a command washer
         _check_tracking_server(config.tracking, sweep)
         JOBS.get(config.benchmark.name)(config, _job_info(sweep.root), sweep)
+
+
+def unknown_keys(node, path: str = "") -> list[tuple[str, list[str]]]:
+    """Keys of the composed config that its schema does not declare (``+metod=S`` adds one, and
+    ``OmegaConf.to_object`` would keep it as a stray attribute nobody reads): each with the keys
+    its node does declare. Free mappings (``method.args``, ``model.extra_body``, a washer's or a
+    gauge's options) take any key."""
+    import dataclasses
+
+    from omegaconf import DictConfig, OmegaConf
+
+    kind = OmegaConf.get_type(node)
+    declared = [f.name for f in dataclasses.fields(kind)] if dataclasses.is_dataclass(kind) else None
+    out = []
+    for key in node:
+        where = f"{path}.{key}" if path else str(key)
+        if declared is not None and key not in declared:
+            out.append((where, declared))
+            continue
+        child = node._get_node(key)
+        if isinstance(child, DictConfig) and not child._is_none():
+            out += unknown_keys(child, where)
+    return out
+
+
+def check_known_keys(cfg) -> None:
+    """An unknown key is a usage error (exit 2), found before any work."""
+    found = unknown_keys(cfg)
+    if not found:
+        return
+    where, declared = found[0]
+    name = where.rpartition(".")[2]
+    known = declared + ([*SHORT_KEYS, *(p.rstrip(".") for p in SHORT_PREFIXES)] if "." not in where else [])
+    close = close_names(name, known)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise ConfigError(f"{where}: no such config key{hint} (a +key override adds a key nothing reads)")
 
 
 def _drain(sweep: Sweep) -> None:
@@ -245,7 +282,10 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
         for s, handler in previous.items():
             signal.signal(s, handler)
         sweep.collect()  # what jobs in other processes reported
-        sweep.close()
+        try:
+            sweep.close()
+        except WashexpError as err:  # the store failed as the last runs were written
+            sweep.fail(str(err), 1)
     raise_if_stopped()  # a stop whose own exception was dropped still ends the command stopped
     for line in closing_lines(sweep.ledger, sweep.root):
         print(line, flush=True)

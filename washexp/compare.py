@@ -2,9 +2,15 @@
 or sweeps in the tracking store (a sweep id such as ``2026-11-30/10-31-23``, or any run id of
 one), of the same family; each family compares its own way (``benchmarks.COMPARERS``).
 
-Exit codes: 0 B is no worse than A within ``--max-needles-lost`` (default 0) and
-``--max-mean-drop`` (default 0.05 on any cohort or store mean); 1 a regression, its findings named;
-2 a usage error (one line). ``--json`` prints the findings as a machine record (schema 1).
+It fails closed: every cell of A (compaction: arm x cohort x task x field; wash: measurement x
+washer x gauge x store x round x needle) must be in B, or B is incomplete (exit 1, the missing
+cells named); ``--allow-subset`` compares only the cells both have and says so in its first line.
+
+Exit codes: 0 B has every cell of A and is no worse within ``--max-needles-lost`` (default 0) and
+``--max-mean-drop`` (default 0.05 on any cohort or store mean); 1 a regression or cells missing in
+B, named; 2 a usage or input error (one line): an unreadable record, one with no rows or of a
+schema compare does not know, a table that cannot be loaded. ``--json`` prints the findings as a
+machine record (schema 1).
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,9 +38,74 @@ class Findings:
     needles_lost: int = 0
     worst_drop: float = 0.0
     """The largest mean drop (A - B) over the cohorts or stores compared."""
+    cells: int = 0
+    """A's cells."""
+    missing: list[tuple] = field(default_factory=list)
+    """A's cells B lacks, each named by its shortest wholly missing prefix (:func:`missing_groups`)."""
+    missing_cells: int = 0
+    subset: bool = False
+    """``--allow-subset``: only the cells both have were compared; missing ones are no regression."""
 
     def regressed(self, max_needles_lost: int, max_mean_drop: float) -> bool:
-        return self.needles_lost > max_needles_lost or self.worst_drop > max_mean_drop
+        incomplete = self.missing_cells > 0 and not self.subset
+        return incomplete or self.needles_lost > max_needles_lost or self.worst_drop > max_mean_drop
+
+
+def rows(record: dict, side: str, table: str, keys: Iterable[str], *, empty_ok: bool = False) -> list[dict]:
+    """The rows of ``record["data"][table]``, each a dict with every key in ``keys``. No such table,
+    no rows (unless ``empty_ok``) or a row of another shape is an input error naming the side:
+    compare knows this schema or refuses, it never reads a blind record as "nothing lost"."""
+    found = record.get("data", {}).get(table) if isinstance(record.get("data"), dict) else None
+    if not isinstance(found, list):
+        raise ConfigError(f"{side}: the record has no {table} table (not a {record.get('topic')} record compare knows)")
+    if not found and not empty_ok:
+        raise ConfigError(f"{side}: the record's {table} table has no rows: nothing to compare")
+    wanted = set(keys)
+    for i, row in enumerate(found):
+        if not isinstance(row, dict) or not wanted <= row.keys():
+            lacking = sorted(wanted - set(row)) if isinstance(row, dict) else ["(not an object)"]
+            raise ConfigError(f"{side}: {table} row {i} lacks {', '.join(lacking)} (a schema compare does not know)")
+    return found
+
+
+def missing_groups(a: set[tuple], b: set[tuple]) -> list[tuple]:
+    """The cells of ``a`` not in ``b``, each named once by the shortest prefix all of whose cells
+    in ``a`` are missing (a whole arm, a whole task, or one field), in sorted order."""
+    missing = a - b
+    named: list[tuple] = []
+    width = max((len(c) for c in missing), default=0)
+    for depth in range(1, width + 1):
+        total = Counter(c[:depth] for c in a)
+        lost = Counter(c[:depth] for c in missing)
+        for prefix in sorted(lost):
+            if lost[prefix] == total[prefix] and not any(prefix[:k] in named for k in range(1, depth)):
+                named.append(prefix)
+    return sorted(named)
+
+
+def cover(found: Findings, a: set[tuple], b: set[tuple], allow_subset: bool, what: str) -> set[tuple]:
+    """Record on ``found`` which cells of ``a`` B lacks; return the cells to compare (all of A's,
+    or with ``allow_subset`` the common ones). Nothing in common is an input error."""
+    common = a & b
+    if not common:
+        raise ConfigError(f"A and B have no {what} cell in common: nothing to compare")
+    found.cells, found.missing_cells, found.subset = len(a), len(a - b), allow_subset
+    found.missing = missing_groups(a, b)
+    return common
+
+
+def coverage_lines(found: Findings, verdict: str) -> list[str]:
+    """The verdict line, with what B lacks named first (under ``--allow-subset``: a first line
+    saying that only the common cells were compared, the missing ones after the verdict)."""
+    head = f"{verdict}: {found.needles_lost} needle(s) lost in B, worst mean drop {found.worst_drop:+.3f}"
+    if not found.missing_cells:
+        return [head]
+    named = [f"MISSING in B: {' · '.join(str(part) for part in prefix)}" for prefix in found.missing]
+    if found.subset:
+        compared = found.cells - found.missing_cells
+        first = f"SUBSET: only the {compared} of A's {found.cells} cells that B has were compared (--allow-subset)"
+        return [first, head, *named]
+    return [f"{head}; B lacks {found.missing_cells} of A's {found.cells} cells", *named]
 
 
 def _from_store(arg: str, uri: str, experiment: str) -> dict:
@@ -68,12 +141,12 @@ def load_side(arg: str, uri: str, experiment: str) -> dict:
     return _from_store(arg, uri, experiment)
 
 
-def compare(a: dict, b: dict) -> Findings:
+def compare(a: dict, b: dict, allow_subset: bool = False) -> Findings:
     from washexp.benchmarks import COMPARERS
 
-    if a["topic"] != b["topic"]:
-        raise ConfigError(f"A is a {a['topic']} record and B a {b['topic']} record: compare like with like")
-    return COMPARERS.get(a["topic"])(a, b)
+    if a.get("topic") != b.get("topic"):
+        raise ConfigError(f"A is a {a.get('topic')} record and B a {b.get('topic')} record: compare like with like")
+    return COMPARERS.get(a["topic"])(a, b, allow_subset)
 
 
 def _parser(root: Path | None) -> argparse.ArgumentParser:
@@ -89,6 +162,9 @@ def _parser(root: Path | None) -> argparse.ArgumentParser:
     p.add_argument("--max-needles-lost", type=int, default=0, help="muscle needles B may lose that A kept (default: 0)")
     p.add_argument(
         "--max-mean-drop", type=float, default=0.05, help="largest drop A - B of a cohort or store mean (default: 0.05)"
+    )
+    p.add_argument(
+        "--allow-subset", action="store_true", help="compare only the cells both have (default: B must have all of A's)"
     )
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.add_argument("--experiment", default="compaction", help="for sweep ids: the experiment (default: compaction)")
@@ -117,7 +193,7 @@ def main(argv: list[str]) -> int:
         args = parser.parse_args(argv)
         a = load_side(args.a, args.tracking_uri, args.experiment)
         b = load_side(args.b, args.tracking_uri, args.experiment)
-        found = compare(a, b)
+        found = compare(a, b, args.allow_subset)
     except _Usage as err:
         print(f"washexp compare: {err}", file=sys.stderr)
         return 2
@@ -132,13 +208,15 @@ def main(argv: list[str]) -> int:
             "regression": regressed,
             "needles_lost": found.needles_lost,
             "worst_mean_drop": found.worst_drop,
+            "cells_a": found.cells,
+            "missing_in_b": found.missing_cells,
+            "subset": found.subset,
+            "missing": [list(prefix) for prefix in found.missing],
             "thresholds": {"max_needles_lost": args.max_needles_lost, "max_mean_drop": args.max_mean_drop},
             **found.data,
         }
         print(json.dumps(out, indent=1, ensure_ascii=False))
     else:
-        verdict = "REGRESSION" if regressed else "no regression"
-        print(f"{verdict}: {found.needles_lost} needle(s) lost in B, worst mean drop {found.worst_drop:+.3f}")
-        for line in found.lines:
+        for line in coverage_lines(found, "REGRESSION" if regressed else "no regression") + found.lines:
             print(line)
     return 1 if regressed else 0

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
+from washexp.errors import WashexpError
+
 log = logging.getLogger("washexp")
 
 
@@ -34,5 +36,7 @@ class PrepareStore(Callback):
             return
         try:
             open_tracker(True, t.uri, t.artifacts, t.experiment or config.benchmark.name, project_root(config))
+        except WashexpError:  # an empty, damaged or read-only store: each job says so in its one line
+            return
         except Exception as err:  # the jobs open it themselves and report the failure as they always do
             log.warning("could not prepare the tracking store before the jobs: %s", str(err).splitlines()[0])

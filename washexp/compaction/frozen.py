@@ -2,10 +2,12 @@
 
 Each is produced once per task and generation and kept for the sweep, so it is byte-identical
 across every N (an LLM backend's recorder freezes it across processes as well). Each is made
-independently of the others: a reply a role cannot use (a :class:`ValueError`, e.g. a malformed
+independently of the others: a reply a role cannot use (a
+:class:`~washexp.compaction.roles.ReplyError`, raised only where a reply is read, e.g. a malformed
 ranking) is kept as that part's failure, and only the contexts of that generation that use the
 part fail (Full uses none of them, Top 0 no ranking). An unreachable model (``ModelError``) is
-not a reply: it propagates and stops the run. The cache lives as long as the roles that fill it:
+not a reply: it propagates and stops the run; so does any other exception (a bug in washexp fails
+its run, it never becomes a low score). The cache lives as long as the roles that fill it:
 one per sweep, passed in.
 """
 
@@ -20,7 +22,7 @@ from washexp.compaction import h_hermes, h_native
 from washexp.compaction.checkpoint import Checkpoint
 from washexp.compaction.context import to_wire
 from washexp.compaction.fixtures import Task
-from washexp.compaction.roles import RankJob, Roles, SummaryJob
+from washexp.compaction.roles import RankJob, ReplyError, Roles, SummaryJob
 from washexp.errors import ConfigError
 
 H_IMPLS = ("native", "hermes")
@@ -65,9 +67,8 @@ def h_label(impl: str) -> str:
 def _made(role: str, make: Callable[[], T], keys: Callable[[T], tuple[str, ...]]) -> Made[T]:
     try:
         value = make()
-    except ValueError as err:
-        key = getattr(err, "key", None)
-        return Made(None, f"{role}: {err}", (key,) if key else ())
+    except ReplyError as err:
+        return Made(None, f"{role}: {err}", (err.key,) if err.key else ())
     return Made(value, None, keys(value))
 
 
@@ -100,7 +101,9 @@ class FrozenCache:
         def rank() -> list[float]:
             ranking = self.roles.rank(RankJob(task.id, task.query, task.units, generation))
             if len(ranking.scores) != len(task.units):
-                raise ValueError(f"ranker returned {len(ranking.scores)} scores for {len(task.units)} units")
+                raise ReplyError(
+                    f"ranker returned {len(ranking.scores)} scores for {len(task.units)} units", ranking.key
+                )
             return ranking
 
         def make() -> Made[list[float]]:

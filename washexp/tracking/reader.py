@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +26,9 @@ def experiment_id(uri: str, name: str) -> str | None:
     """The id of experiment ``name`` in the store at ``uri``, or None if it has none."""
     from mlflow.tracking import MlflowClient
 
+    from washexp.tracking.sqlite import check_store
+
+    check_store(uri, write=False)  # MLflow would make an empty file a store, and retry a damaged one
     with quiet_mlflow():
         found = MlflowClient(uri).get_experiment_by_name(name)
     return found.experiment_id if found else None
@@ -56,12 +60,32 @@ def attach(uri: str, run_ids: Iterable[str], files: list[Path], folder: str) -> 
 
 
 def load_table(uri: str, artifact_file: str, run_ids: list[str]):
-    """One MLflow table gathered across runs (a ``run_id`` column added); None when no run has it."""
-    import mlflow
+    """One MLflow table (``log_table``'s ``split`` JSON) gathered across runs, a ``run_id`` column
+    added. Every run named must have it: a run without it, or a table that does not parse, is a
+    :class:`~washexp.errors.WashexpError` naming the run (a record built without it would be blind).
+    Read file by file, not by ``mlflow.load_table``: that one searches the active experiment, not
+    the runs', and turns a missing table into a warning."""
+    import pandas as pd
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
 
-    mlflow.set_tracking_uri(uri)
-    with quiet_mlflow():
-        try:
-            return mlflow.load_table(artifact_file, run_ids=run_ids, extra_columns=["run_id"])
-        except Exception:  # MlflowException when none of the runs logged it
-            return None
+    from washexp.errors import WashexpError
+
+    client = MlflowClient(uri)
+    frames = []
+    with quiet_mlflow(), tempfile.TemporaryDirectory(prefix="washexp-table-") as tmp:
+        for run_id in run_ids:
+            try:
+                local = client.download_artifacts(run_id, artifact_file, str(Path(tmp) / run_id))
+                frame = pd.read_json(Path(local), orient="split", dtype=False)
+            except (MlflowException, OSError) as err:
+                raise WashexpError(f"run {run_id}: no table {artifact_file} ({_first_line(err)})") from None
+            except ValueError as err:  # pandas: not a split-orient table
+                raise WashexpError(f"run {run_id}: table {artifact_file} cannot be read ({_first_line(err)})") from None
+            frames.append(frame.assign(run_id=run_id))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id"])
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

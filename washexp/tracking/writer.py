@@ -31,10 +31,12 @@ from __future__ import annotations
 import atexit
 import itertools
 import json
+import logging
 import os
 import queue
 import signal
 import socket
+import sqlite3
 import tempfile
 import threading
 import time
@@ -45,9 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from washexp.errors import WashexpError
 from washexp.hashing import canonical_json, sha256_bytes, tree_digest
 from washexp.masking import mask, mask_bytes
-from washexp.tracking.sqlite import write_ahead_log
+from washexp.tracking.sqlite import check_store, store_path, write_ahead_log
 
 HASH_TAG = "washexp.hash"
 OWNER_TAG = "washexp.owner"
@@ -56,6 +59,27 @@ PARENT_TAG = "mlflow.parentRunId"
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # what MlflowClient.log_table sets; the UI lists tables by it
 _BATCH = 100  # MLflow accepts at most 100 params or tags per batch call
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
+
+
+class StoreError(WashexpError):
+    """The tracking store failed mid-run (full, gone read-only, damaged): one line, exit 1. The runs
+    it could not end stay RUNNING under this process, and the next start marks them KILLED."""
+
+
+def _store_failure(uri: str, err: BaseException) -> StoreError | None:
+    """``err`` as a :class:`StoreError` when the store (the database or the artifact folder) raised
+    it; None for anything else, which is a bug and stays itself."""
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import SQLAlchemyError
+
+    if not isinstance(err, SQLAlchemyError | MlflowException | OSError | sqlite3.Error):
+        return None
+    root = err
+    while root.__cause__ is not None or root.__context__ is not None:
+        root = root.__cause__ or root.__context__
+    text = str(root).strip()
+    reason = getattr(root, "strerror", None) or (text.splitlines()[0] if text else type(root).__name__)
+    return StoreError(f"{uri}: the tracking store failed mid-run ({reason})")
 
 
 @contextmanager
@@ -238,10 +262,13 @@ class Tracker:
         from washexp.tracking.sqlstore import SqlRuns
 
         if uri.startswith("sqlite:"):
+            check_store(uri, write=True)  # one line for an empty, damaged or read-only file, before any work
             write_ahead_log()  # before MLflow's first connection to the store
         mlflow.set_tracking_uri(uri)
         self.uri = uri
+        self.failed: StoreError | None = None
         self._writer = _Writer()
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)  # its tracebacks: our one line
         atexit.register(self.close)
         with FileLock(str(_lock_path(uri, lock_dir))):
             self.client = MlflowClient(uri)  # opens (and on first use migrates) the store: one process at a time
@@ -255,11 +282,37 @@ class Tracker:
             )
         self._sql = SqlRuns.of(self.client, self.experiment_id)  # None for a tracking server
 
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """A store failure (:func:`_store_failure`) becomes the one :class:`StoreError` of this
+        tracker; any other exception passes as it is."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except BaseException as err:
+            failure = _store_failure(self.uri, err)
+            if failure is None:
+                raise
+            self.failed = self.failed or failure
+            raise self.failed from None
+
     def close(self) -> None:
-        """Wait for every run handed to the writer (the sweep's end)."""
-        self._writer.drain()
+        """Wait for every run handed to the writer (the sweep's end). A store that already failed
+        was reported once: the writes it refuses after that (the open runs' FAILED) raise nothing."""
+        reported = self.failed is not None
+        try:
+            with self._guard():
+                self._writer.drain()
+        except StoreError:
+            if not reported:
+                raise
 
     def find(self, identity_hash: str) -> Found:
+        with self._guard():
+            return self._find(identity_hash)
+
+    def _find(self, identity_hash: str) -> Found:
         self._writer.wait_for(identity_hash)  # what this process finished is in the store before it is looked for
         keys = (PARENT_TAG, OWNER_TAG)
         if self._sql:
@@ -281,6 +334,12 @@ class Tracker:
     def open(
         self, name: str, identity_hash: str, params: dict[str, Any], tags: dict[str, str], parent_id: str | None = None
     ) -> Run:
+        if self.failed:  # a store that failed is not asked again: no more runs left RUNNING in it
+            raise self.failed
+        with self._guard():
+            return self._open(name, identity_hash, params, tags, parent_id)
+
+    def _open(self, name: str, identity_hash: str, params: dict[str, Any], tags: dict[str, str], parent_id) -> Run:
         tags = {**tags, HASH_TAG: identity_hash, OWNER_TAG: OWNER}
         if parent_id:
             tags[PARENT_TAG] = parent_id
@@ -299,12 +358,14 @@ class Tracker:
 
     def mark_killed(self, run: FoundRun, reason: str) -> None:
         """End a run whose process is gone: KILLED, never RUNNING forever."""
-        self.client.set_tag(run.run_id, ERROR_TAG, mask(reason))
-        self.client.set_terminated(run.run_id, "KILLED")
+        with self._guard():
+            self.client.set_tag(run.run_id, ERROR_TAG, mask(reason))
+            self.client.set_terminated(run.run_id, "KILLED")
 
     def adopt(self, run_id: str, parent_id: str) -> None:
         """Hang a reused finished run under a new parent (an arm redone after a kill)."""
-        self.client.set_tag(run_id, PARENT_TAG, parent_id)
+        with self._guard():
+            self.client.set_tag(run_id, PARENT_TAG, parent_id)
 
     def _log(self, run: Run, metrics, tags, status: str, ended: int) -> None:
         """Params, metrics (and step series), tags and the status: one transaction in a SQL
@@ -343,9 +404,9 @@ class Tracker:
         ended = int(time.time() * 1000)
         args = (run, dict(metrics), dict(artifacts), dict(manifest_extra), dict(tags), dict(tables), status, ended)
         held: list = []
-        with _holding(held):  # a Ctrl-C while the write is handed over waits: the run is closed once
-            self._writer.submit(run.identity, lambda: self._write(*args))
+        with _holding(held), self._guard():  # a Ctrl-C while the write is handed over waits: closed once
             run.closed = True
+            self._writer.submit(run.identity, lambda: self._write(*args))
         _deliver(held)
 
     def _write(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status, ended: int) -> None:
@@ -409,8 +470,8 @@ def _write_tree(folder: Path, files: dict[str, bytes]) -> None:
 def _lock_path(uri: str, lock_dir: Path) -> Path:
     """The lock that serialises opening a store: beside a SQLite file (every sweep writing it
     shares that lock, whatever its artifact root), else in ``lock_dir``."""
-    if uri.startswith("sqlite:///"):
-        db = Path(uri.removeprefix("sqlite:///").partition("?")[0])
+    db = store_path(uri)
+    if db is not None:
         db.parent.mkdir(parents=True, exist_ok=True)
         return db.with_name(db.name + ".washexp.lock")
     lock_dir.mkdir(parents=True, exist_ok=True)

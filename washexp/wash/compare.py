@@ -3,9 +3,10 @@ its store and round, and survival per needle class per round with each class's c
 
 A needle's class comes from its shape, never from ``expected.json`` (whose schema stays
 CoalWash's): ``wikilink``, ``version``, ``date``, ``path``, ``config key``, ``number``, else ``prose``.
-Rounds are compared where both sweeps scored the same (measurement, washer, gauge, store, round).
-A store's mean is its muscle kept at the last round both scored; the worst drop of a store mean
-is what ``--max-mean-drop`` gates.
+A cell is (measurement, washer, gauge, store, round, needle): every muscle needle of every round
+A scored must be in B (``washexp.compare``). A needle kept in A and lost in B is named once, at the
+first round it is, and counts once. A store's mean is its muscle kept at the last round compared;
+the worst drop of a store mean is what ``--max-mean-drop`` gates.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from washexp.compare import Findings
+from washexp.compare import Findings, cover, rows
 
 CLASSES = ("wikilink", "version", "date", "path", "config key", "number", "prose")
 _SHAPES = (
@@ -31,48 +32,62 @@ def needle_class(needle: str) -> str:
     return next((name for name, rx in _SHAPES if rx.search(needle)), "prose")
 
 
-def _rounds(record: dict) -> dict[tuple, set[str]]:
+ROUND_KEYS = ("measurement", "washer", "gauge", "store", "round", "lost")
+MUSCLE_KEYS = ("store", "needles")
+
+
+def _rounds(record: dict, side: str) -> dict[tuple, set[str]]:
     return {
         (r["measurement"], r["washer"], r["gauge"], r["store"], r["round"]): set(r["lost"])
-        for r in record["data"].get("wash_rounds", [])
+        for r in rows(record, side, "wash_rounds", ROUND_KEYS)
     }
 
 
-def _muscle(record: dict) -> dict[str, dict[str, str]]:
-    return {m["store"]: m["needles"] for m in record["data"].get("wash_muscle", [])}
+def _muscle(record: dict, side: str) -> dict[str, dict[str, str]]:
+    return {m["store"]: m["needles"] for m in rows(record, side, "wash_muscle", MUSCLE_KEYS)}
 
 
-def compare(a: dict, b: dict) -> Findings:
-    ra, rb, muscle = _rounds(a), _rounds(b), {**_muscle(a), **_muscle(b)}
-    common = sorted(ra.keys() & rb.keys())
+def cells(rounds: dict[tuple, set[str]], muscle: dict[str, dict[str, str]]) -> set[tuple]:
+    """(measurement, washer, gauge, store, round, needle id): every muscle needle of every scored round."""
+    return {(*key, nid) for key in rounds for nid in muscle.get(key[3], {})}
+
+
+def compare(a: dict, b: dict, allow_subset: bool = False) -> Findings:
+    ra, rb = _rounds(a, "A"), _rounds(b, "B")
+    ma, mb = _muscle(a, "A"), _muscle(b, "B")
     found = Findings("wash")
-    lost_rows, seen = [], set()
-    for key in common:
-        measurement, washer, gauge, store, rnd = key
-        for nid in sorted(rb[key] - ra[key]):
-            needle = muscle.get(store, {}).get(nid, "?")
-            lost_rows.append(
-                {"measurement": measurement, "washer": washer, "gauge": gauge, "store": store, "round": rnd}
-                | {"id": nid, "needle": needle, "class": needle_class(needle)}
-            )
-            seen.add((measurement, washer, gauge, store, nid))
-    found.needles_lost = len(seen)
+    common_cells = cover(
+        found, cells(ra, ma), cells(rb, mb), allow_subset, "measurement x washer x store x round x needle"
+    )
+    first_lost: dict[tuple, int] = {}  # (measurement, washer, gauge, store, id) -> the first round A kept it and B not
+    for *key, nid in sorted(common_cells):
+        key = tuple(key)
+        if nid in rb[key] and nid not in ra[key]:
+            lineage = (*key[:4], nid)
+            first_lost[lineage] = min(first_lost.get(lineage, key[4]), key[4])
+    lost_rows = [
+        {"measurement": measurement, "washer": washer, "gauge": gauge, "store": store, "round": rnd}
+        | {"id": nid, "needle": mb[store][nid], "class": needle_class(mb[store][nid])}
+        for (measurement, washer, gauge, store, nid), rnd in sorted(first_lost.items())
+    ]
+    found.needles_lost = len(lost_rows)
     found.lines += [
         f"LOST in B: {r['store']} {r['id']} {r['needle']!r} ({r['class']}) at round {r['round']} "
         f"[{r['measurement']} · {r['washer']} · {r['gauge']}]"
         for r in lost_rows
-        if (r["measurement"], r["washer"], r["gauge"], r["store"], r["id"]) in seen
     ][:200]
     # store means: muscle kept at the last round both scored
+    common = sorted({c[:5] for c in common_cells})
     last: dict[tuple, int] = {}
     for measurement, washer, gauge, store, rnd in common:
         k = (measurement, washer, gauge, store)
         last[k] = max(last.get(k, 0), rnd)
     drops = []
     for (measurement, washer, gauge, store), rnd in sorted(last.items()):
-        total = len(muscle.get(store, {})) or 1
         key = (measurement, washer, gauge, store, rnd)
-        kept_a, kept_b = 1 - len(ra[key]) / total, 1 - len(rb[key]) / total
+        compared = {c[5] for c in common_cells if c[:5] == key}
+        kept_a = len(compared - ra[key]) / len(compared)
+        kept_b = len(compared - rb[key]) / len(compared)
         drops.append(
             {"measurement": measurement, "washer": washer, "gauge": gauge, "store": store}
             | {"round": rnd, "kept_a": kept_a, "kept_b": kept_b, "drop": kept_a - kept_b}
@@ -84,7 +99,7 @@ def compare(a: dict, b: dict) -> Findings:
         for d in drops
         if d["drop"] > 0
     ]
-    survival = {side: _survival(rounds, muscle) for side, rounds in (("A", ra), ("B", rb))}
+    survival = {side: _survival(rounds, muscle) for side, rounds, muscle in (("A", ra, ma), ("B", rb, mb))}
     cliffs = {side: _cliffs(s) for side, s in survival.items()}
     for (group, cls), cliff_b in sorted(cliffs["B"].items()):
         cliff_a = cliffs["A"].get((group, cls))

@@ -226,8 +226,11 @@ def _compare_data(kids: pd.DataFrame, uri: str) -> dict[str, list]:
     rounds, muscle = [], {}
     for _, kid in kids[kids["tags.washexp.kind"] == "wash-store"].iterrows():
         store = kid.get("tags.store")
-        muscle[store] = _artifact(uri, kid["run_id"], "muscle.json") or muscle.get(store, {})
-        for rd in _artifact(uri, kid["run_id"], "rounds.json") or []:
+        needles, scored = _artifact(uri, kid["run_id"], "muscle.json"), _artifact(uri, kid["run_id"], "rounds.json")
+        if kid["status"] == "FINISHED" and (needles is None or scored is None):  # compare would be blind to it
+            raise WashexpError(f"store run {kid['run_id']} ({store}): FINISHED without muscle.json and rounds.json")
+        muscle[store] = needles or muscle.get(store, {})
+        for rd in scored or []:
             if rd.get("score") is None:
                 continue
             rounds.append(
