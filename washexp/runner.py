@@ -6,8 +6,10 @@ children (conditions, stores), each with the identity that determines its result
 
 - A parent whose identity already has a FINISHED run is reused whole unless ``rerun``.
 - Otherwise the parent opens a new run; a RUNNING run of the same identity left by a process
-  that is gone (SIGKILL) is marked KILLED first. Each child with a FINISHED run is reused and
-  hung under the new parent (never computed twice); the others are computed.
+  that is gone (SIGKILL) is marked KILLED first. Each child with a FINISHED run is reused, never
+  computed twice and never moved: the run stays under the parent that planned it, and the new
+  parent gets a *link* run naming it (``Tracker.link``; MLflow allows one parent per run). The
+  others are computed.
 - Every run is a context manager: an exception ends it FAILED, Ctrl-C or SIGTERM KILLED.
 - A failed child is recorded (FAILED run, ``None`` result) and the group goes on; an exception in
   ``fatal`` (an endpoint that is gone) stops every open group: no later child starts.
@@ -253,8 +255,7 @@ def start_group(
         for child in children:
             found = _recover(tracker, child)
             if found is not None and not rerun:
-                if found.parent_id != group_run.run_id:
-                    tracker.adopt(found.run_id, group_run.run_id)
+                tracker.link(child.name, found, child.tags, group_run.run_id)
                 group.results[child.key] = found.metrics
                 group.outcome.counts["reused"] += 1
             else:

@@ -52,7 +52,13 @@ from washexp.tracking.sqlite import write_ahead_log
 HASH_TAG = "washexp.hash"
 OWNER_TAG = "washexp.owner"
 ERROR_TAG = "washexp.error"
+ERROR_TYPE_TAG = "washexp.error_type"
+"""The class name of the exception that failed a run (``OverWindow``): read as is, never parsed
+out of the message."""
 PARENT_TAG = "mlflow.parentRunId"
+LINK_TAG = "washexp.link"
+"""On a link run: the id of the finished run it stands for (see :meth:`Tracker.link`)."""
+KIND_TAG = "washexp.kind"
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # what MlflowClient.log_table sets; the UI lists tables by it
 _BATCH = 100  # MLflow accepts at most 100 params or tags per batch call
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
@@ -154,7 +160,7 @@ class Run:
 
     def fail(self, error: BaseException, status: str = "FAILED") -> None:
         text = "".join(traceback.format_exception(error))
-        tags = {ERROR_TAG: f"{type(error).__name__}: {error}"[:5000]}
+        tags = {ERROR_TAG: f"{type(error).__name__}: {error}"[:5000], ERROR_TYPE_TAG: type(error).__name__}
         self.tracker._close(self, {}, {"error.txt": text}, {}, tags, {}, status)
 
     def end_by(self, error: BaseException) -> None:
@@ -281,7 +287,9 @@ class Tracker:
     def open(
         self, name: str, identity_hash: str, params: dict[str, Any], tags: dict[str, str], parent_id: str | None = None
     ) -> Run:
-        tags = {**tags, HASH_TAG: identity_hash, OWNER_TAG: OWNER}
+        tags = {**tags, OWNER_TAG: OWNER}
+        if identity_hash:  # a link run has none
+            tags[HASH_TAG] = identity_hash
         if parent_id:
             tags[PARENT_TAG] = parent_id
         held: list = []
@@ -302,9 +310,14 @@ class Tracker:
         self.client.set_tag(run.run_id, ERROR_TAG, mask(reason))
         self.client.set_terminated(run.run_id, "KILLED")
 
-    def adopt(self, run_id: str, parent_id: str) -> None:
-        """Hang a reused finished run under a new parent (an arm redone after a kill)."""
-        self.client.set_tag(run_id, PARENT_TAG, parent_id)
+    def link(self, name: str, target: FoundRun, tags: dict[str, str], parent_id: str) -> None:
+        """A reused finished run, listed under one more parent without leaving its own: a small
+        FINISHED run of kind ``link`` under ``parent_id`` that names ``target`` (its metrics are
+        copied for the UI; its artifacts stay with ``target``). It carries no identity, so it is
+        never found, reused or linked itself; a record reads ``target`` through it."""
+        tags = {**tags, KIND_TAG: "link", LINK_TAG: target.run_id}
+        run = self.open(name, "", {}, tags, parent_id=parent_id)
+        run.finish(target.metrics, {})
 
     def _log(self, run: Run, metrics, tags, status: str, ended: int) -> None:
         """Params, metrics (and step series), tags and the status: one transaction in a SQL
@@ -389,7 +402,7 @@ class NullTracker:
     def mark_killed(self, run: FoundRun, reason: str) -> None:
         pass
 
-    def adopt(self, run_id: str, parent_id: str) -> None:
+    def link(self, name: str, target: FoundRun, tags: dict[str, str], parent_id: str) -> None:
         pass
 
     def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
