@@ -46,8 +46,8 @@ class Work:
     """Everything that determines the result, hashed into the run's identity tag."""
     params: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
-    key: str = ""
-    """The family's own handle on the unit (a task id, a store name)."""
+    key: Hashable = ""
+    """The family's own handle on the unit (a task id, a (store, gauge arm) pair), typed."""
 
     @cached_property
     def hash(self) -> str:
@@ -93,13 +93,13 @@ class _Group:
     run: Any
     queue: list[Work]
     compute: Callable[[Work], Result]
-    summarize: Callable[[dict[str, dict[str, float] | None]], Result]
+    summarize: Callable[[dict[Hashable, dict[str, float] | None]], Result]
     fatal: tuple[type[BaseException], ...]
     on_done: Callable[[Work, str, dict[str, int]], None] | None
     lane: Hashable
     slots: int
     thens: list[Callable[[GroupOutcome], None]]
-    results: dict[str, dict[str, float] | None] = field(default_factory=dict)
+    results: dict[Hashable, dict[str, float] | None] = field(default_factory=dict)
     outcome: GroupOutcome = field(default_factory=lambda: GroupOutcome({}))
     running: int = 0
 
@@ -223,7 +223,7 @@ def start_group(
     parent: Work,
     children: list[Work],
     compute: Callable[[Work], Result],
-    summarize: Callable[[dict[str, dict[str, float] | None]], Result],
+    summarize: Callable[[dict[Hashable, dict[str, float] | None]], Result],
     then: Callable[[GroupOutcome], None],
     *,
     rerun: bool = False,

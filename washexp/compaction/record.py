@@ -19,7 +19,7 @@ from washexp import __version__
 from washexp.compaction import record_notes, record_tables
 from washexp.compaction.record_data import compare_data
 from washexp.compaction.runs import metric, score, study_runs, topn_of, value
-from washexp.export import bootstrap, plots
+from washexp.export import bootstrap, plots, selection
 from washexp.export.records import Column, Plot, Record, Table
 from washexp.models.base import OverWindow
 from washexp.tokens import TOKENIZER
@@ -145,7 +145,7 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         "answers per context": int(first["params.answers_per_context"]),
         "tokenizer": TOKENIZER,
         "fixtures sha256 (task folder tree digest)": _fixtures(conds),
-        "sweeps (overrides)": _sweeps(arms),
+        "sweeps (overrides)": selection.sweeps(arms["sweep"], arms["overrides"]),
     }
     plugins = _unique(arms, "params.plugin")
     if plugins:  # what each plugin arm was built from: target, args, package, version, source
@@ -341,11 +341,4 @@ def _fixtures(conds: pd.DataFrame) -> dict[str, str]:
         digests = _unique(group, "fixture_sha256")  # absent when every run of the task failed
         out[task] = ", ".join(digests) or "n/a (no finished run)"
         out[task] += " (differs between runs!)" if len(digests) > 1 else ""
-    return out
-
-
-def _sweeps(arms: pd.DataFrame) -> dict[str, str]:
-    out = {}
-    for sweep, group in arms.groupby("sweep", sort=True):
-        out[sweep] = "; ".join(sorted(set(group["overrides"])))
     return out

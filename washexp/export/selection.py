@@ -115,3 +115,11 @@ def newest_complete(
 
 def _key(row: pd.Series, keys: list[str]) -> str:
     return " ".join(str(row[k]) for k in keys)
+
+
+def sweeps(sweep_ids: pd.Series, overrides: pd.Series) -> dict[str, str]:
+    """sweep id -> the overrides of its covered jobs (``; ``-joined, sorted), as both records list them."""
+    out: dict[str, set[str]] = {}
+    for sweep, job in zip(sweep_ids, overrides, strict=True):
+        out.setdefault(str(sweep), set()).add(str(job))
+    return {sweep: "; ".join(sorted(o)) for sweep, o in sorted(out.items())}
