@@ -76,3 +76,38 @@ def test_the_code_digest_holds_the_rules_and_no_record_builder():
     modules = code_modules(CODE)
     assert {"washexp.compaction.budget", "washexp.compaction.grading", "washexp.tokens"} <= set(modules)
     assert not [m for m in modules if ".record" in m or m.endswith((".cli", ".compare", ".study"))]
+
+
+def test_two_identical_sweeps_started_together_compute_each_identity_once(store):
+    """The trap: both processes found no finished run and computed it (224 runs for 180 identities)."""
+    from collections import Counter
+
+    from tests.conftest import run_cli
+
+    args = ["-m", "method=S,H", "topn=0..1", "task=[payment,backup,refactor]"]
+    procs = []
+    for i in range(2):
+        tracking = [
+            f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
+            f"tracking.artifacts={store / 'mlruns'}",
+            f"hydra.sweep.dir={store / f'multirun{i}'}",
+        ]
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(ROOT / "run.py"), *args, *tracking],
+                cwd=store,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "CI": "1"},
+            )
+        )
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("compaction").experiment_id], max_results=1000)
+    finished = Counter(r.data.tags["washexp.hash"] for r in runs if r.data.tags["washexp.kind"] != "link")
+    assert len(finished) == 4 + 12 and set(finished.values()) == {1}, finished.most_common(2)
+    assert all(r.info.status == "FINISHED" for r in runs)
+    run_cli(args, store)  # and a third finds every one finished

@@ -142,6 +142,8 @@ class Run:
     identity: str = ""
     closed: bool = field(default=False)
     series: dict[str, list[float]] = field(default_factory=dict)
+    claim: Any = None
+    """The identity's claim (:meth:`Tracker.claim`), released once the run's close is stored."""
 
     def finish(
         self,
@@ -249,6 +251,7 @@ class Tracker:
         self.uri = uri
         self._writer = _Writer()
         atexit.register(self.close)
+        self._claims = _lock_path(uri, lock_dir).with_suffix(".claims")
         with FileLock(str(_lock_path(uri, lock_dir))):
             self.client = MlflowClient(uri)  # opens (and on first use migrates) the store: one process at a time
             found = self.client.get_experiment_by_name(experiment)
@@ -264,6 +267,20 @@ class Tracker:
     def close(self) -> None:
         """Wait for every run handed to the writer (the sweep's end)."""
         self._writer.drain()
+
+    def claim(self, identity_hash: str):
+        """Claim the right to compute ``identity_hash``: a lock file beside the store, held until
+        the run's close is stored (or the process dies), as the recorder's lock guards a model
+        call. None when another process holds it: the caller waits and looks again."""
+        from filelock import FileLock, Timeout
+
+        self._claims.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self._claims / f"{identity_hash}.lock"), timeout=0, thread_local=False)
+        try:
+            lock.acquire()
+        except Timeout:
+            return None
+        return lock
 
     def find(self, identity_hash: str) -> Found:
         self._writer.wait_for(identity_hash)  # what this process finished is in the store before it is looked for
@@ -285,7 +302,13 @@ class Tracker:
         return Found(finished, tuple(f for f in found if f.status == "RUNNING"))
 
     def open(
-        self, name: str, identity_hash: str, params: dict[str, Any], tags: dict[str, str], parent_id: str | None = None
+        self,
+        name: str,
+        identity_hash: str,
+        params: dict[str, Any],
+        tags: dict[str, str],
+        parent_id: str | None = None,
+        claim: Any = None,
     ) -> Run:
         tags = {**tags, OWNER_TAG: OWNER}
         if identity_hash:  # a link run has none
@@ -299,7 +322,7 @@ class Tracker:
             else:
                 created = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
                 run_id, artifact_uri = created.info.run_id, created.info.artifact_uri
-        run = Run(self, run_id, params, artifact_uri, identity=identity_hash)
+        run = Run(self, run_id, params, artifact_uri, identity=identity_hash, claim=claim)
         if held:  # stopped while it was being created: it ends KILLED, never RUNNING
             run.end_by(KeyboardInterrupt("stopped as the run started"))
             _deliver(held)
@@ -357,7 +380,7 @@ class Tracker:
         args = (run, dict(metrics), dict(artifacts), dict(manifest_extra), dict(tags), dict(tables), status, ended)
         held: list = []
         with _holding(held):  # a Ctrl-C while the write is handed over waits: the run is closed once
-            self._writer.submit(run.identity, lambda: self._write(*args))
+            self._writer.submit(run.identity, lambda: _released(run.claim, lambda: self._write(*args)))
             run.closed = True
         _deliver(held)
 
@@ -381,6 +404,14 @@ class Tracker:
         self._log(run, metrics, {**tags, **mirrored}, status, ended)
 
 
+class _NoClaim:
+    def release(self) -> None:
+        pass
+
+
+_NO_CLAIM = _NoClaim()
+
+
 class NullTracker:
     """Tracking off (``tracking.enabled=false``): nothing is stored. Runs finished in this
     process are still found again, so one sweep never repeats identical work (Full under a
@@ -393,6 +424,9 @@ class NullTracker:
 
     def find(self, identity_hash: str) -> Found:
         return Found(self._finished.get(identity_hash))
+
+    def claim(self, identity_hash: str):
+        return _NO_CLAIM  # nothing is stored: nothing to share with another process
 
     def open(self, name: str, identity_hash: str, params: dict[str, Any], *args, **kwargs) -> Run:
         run_id = f"untracked-{next(self._ids)}"
@@ -410,6 +444,15 @@ class NullTracker:
         identity = self._open.pop(run.run_id)
         if status == "FINISHED":
             self._finished[identity] = FoundRun(run.run_id, status, dict(metrics), None)
+
+
+def _released(claim, write) -> None:
+    """``write``, then the claim it was holding is released (whatever the write did)."""
+    try:
+        write()
+    finally:
+        if claim is not None:
+            claim.release()
 
 
 def _write_tree(folder: Path, files: dict[str, bytes]) -> None:
