@@ -160,7 +160,6 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         tables=tuple(tables),
         plots=record_plots,
         appendix=(_runs_table(arms, conds),),
-        arm_runs=tuple(final["run_id"]),
     )
 
 

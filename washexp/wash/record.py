@@ -199,7 +199,6 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left
         tables=tuple(tables),
         plots=tuple(plots_out),
         appendix=(*folded, _runs_table(parents, kids)),
-        arm_runs=tuple(parents["run_id"]),
         data=_compare_data(kids, options.uri),
     )
 
