@@ -161,16 +161,16 @@ def test_reexport_is_byte_identical(study, tmp_path):
     assert first == again
 
 
-def test_plots_are_attached_to_the_arm_runs(study):
-    store, record, _, runs = study
+def test_export_changes_no_run(study):
+    """A file added to a finished run after its manifest was written would be in no manifest:
+    the plots stay in results/ only."""
+    store, _, _, runs = study
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
-    final_arms = [r for r in runs if r.data.tags["washexp.kind"] == "arm" and r.data.tags["phase"] == "final"]
-    plots = sorted(p["file"] for p in record["plots"])
-    for arm in final_arms:
-        attached = sorted(Path(a.path).name for a in client.list_artifacts(arm.info.run_id, "plots"))
-        assert attached == plots
-        local = Path(client.download_artifacts(arm.info.run_id, f"plots/{plots[0]}"))
-        assert local.read_bytes() == (store / "results" / plots[0]).read_bytes()
+    for run in runs:
+        names = {Path(a.path).name for a in client.list_artifacts(run.info.run_id)}
+        assert "plots" not in names
+        manifest = json.loads(Path(client.download_artifacts(run.info.run_id, "manifest.json")).read_text())
+        assert names - {"manifest.json"} <= {n.split("/")[0] for n in manifest["artifacts"]}
 
 
 def test_grades_tables_gather_across_runs(study):

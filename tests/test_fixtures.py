@@ -121,6 +121,17 @@ def test_digest_changes_with_any_file(tmp_path):
     assert load_task(folder).digest != before
 
 
+def test_digest_changes_with_a_files_content_alone(tmp_path):
+    """The trap: a digest over file names only would reuse old runs after a fixture was edited."""
+    folder = tmp_path / "backup"
+    shutil.copytree(FIXTURES / "backup", folder)
+    before = load_task(folder).digest
+    target = folder / "source" / "sessions" / "index.md"
+    text = target.read_text(encoding="utf-8")
+    target.write_text(text[:-1] + ("x" if text[-1] != "x" else "y"), encoding="utf-8")  # same name, same size
+    assert load_task(folder).digest != before
+
+
 @pytest.mark.parametrize("generator", sorted(FIXTURES.glob("*/gen_*.py")), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_generated_sources_reproduce_byte_for_byte(tmp_path, generator):
     folder = tmp_path / generator.parent.name

@@ -72,10 +72,15 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path, sig):
     assert len(per_identity) == 84 and set(per_identity.values()) == {1}, per_identity.most_common(3)
     arms = [r for r in finished if r.data.tags["washexp.kind"] == "arm"]
     assert sorted(r.data.tags["mlflow.runName"] for r in arms) == [f"S top{n} · arm" for n in range(6)]
+    # every finished arm lists its 14 tasks: those it computed, and a link to each it reused
+    # (a reused run stays under the arm that computed it, even a killed one)
     children = Counter(
-        r.data.tags["mlflow.parentRunId"] for r in finished if r.data.tags["washexp.kind"] == "condition"
+        r.data.tags["mlflow.parentRunId"] for r in finished if r.data.tags["washexp.kind"] in ("condition", "link")
     )
-    assert {children[a.info.run_id] for a in arms} == {14}  # every finished condition hangs under a finished arm
+    assert {children[a.info.run_id] for a in arms} == {14}
+    by_id = {r.info.run_id: r for r in runs}
+    links = [r for r in finished if r.data.tags["washexp.kind"] == "link"]
+    assert all(by_id[r.data.tags["washexp.link"]].info.status == "FINISHED" for r in links)
     done_before = {
         r.info.run_id for r in before if r.info.status == "FINISHED" and r.data.tags["washexp.kind"] == "condition"
     }

@@ -5,6 +5,7 @@ apply, the receipt, and the ``washexp wash`` command run as a user runs it."""
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import os
 import shutil
@@ -27,6 +28,10 @@ from washexp.wash.pipeline import KEEPS, Receipt, wash
 from washexp.wash.plan import Plan, PlanItem, split_lines
 from washexp.wash.stores import load_expected
 from washexp.wash.washer import Keep, Proposal, Washer, target_of
+from washexp.wash.washers.coalwash import CoalWashWasher
+from washexp.wash.washers.command import CommandWasher
+from washexp.wash.washers.plain import PlainWasher
+from washexp.wash.washers.reference import ReferenceWasher
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "wash"
@@ -164,8 +169,16 @@ def kept_muscle(store: Path) -> set[str]:
     return {mid for mid, needle in muscle_of(store) if norm(needle) in haystack}
 
 
-def test_the_test_washer_is_a_washer():
-    assert isinstance(PlanWasher(), Washer)
+def _signature(fn) -> list[tuple[str, object]]:
+    """Names and kinds of the parameters (a washer may widen a type or give a default)."""
+    return [(p.name, p.kind) for p in inspect.signature(fn).parameters.values()]
+
+
+@pytest.mark.parametrize("cls", [PlanWasher, ReferenceWasher, CoalWashWasher, PlainWasher, CommandWasher])
+def test_each_washer_proposes_with_the_protocols_signature(cls):
+    """``runtime_checkable`` checks names only: a ``propose`` taking other arguments would pass it."""
+    assert isinstance(cls.name, str) and callable(cls.propose)
+    assert _signature(cls.propose) == _signature(Washer.propose)
 
 
 # --- LEAN is a hard stop -------------------------------------------------------------------------

@@ -213,11 +213,26 @@ SHORT_PREFIXES = {
 """``method.h_impl=native`` -> ``compaction.method.h_impl=native``: a group's keys, short too."""
 
 
-def identity(cfg: Config, family: dict[str, Any], code: str) -> dict[str, Any]:
-    """What determines a result: the benchmark, what the model is, the family's own settings
-    (as the family normalises them) and the digest of the code that computes it. How the model
-    is reached, where results go and ``rerun`` never enter."""
-    return {"benchmark": cfg.benchmark.name, "model": asdict(cfg.model), cfg.benchmark.name: family, "code": code}
+@dataclass(frozen=True)
+class Identity:
+    """What determines a result (hashed into a run's identity) and the params a run logs for it,
+    made together by :func:`identify` so the two never drift apart."""
+
+    spec: dict[str, Any]
+    params: dict[str, Any]
+
+
+def identify(cfg: Config, family: dict[str, Any], code: str, model: dict[str, Any] | None = None) -> Identity:
+    """What determines a result: the benchmark, what the model is (``model``: the family's view
+    of ``cfg.model``, default all of it), the family's own settings (as the family normalises
+    them, each the spec of a component a condition calls) and the digest of the code that
+    computes it. How the model is reached, where results go and ``rerun`` never enter. The params
+    are the same values: the model's fields (its name as ``model``), the family's, and ``code``
+    (a None is left out: Full's top-N)."""
+    model = asdict(cfg.model) if model is None else model
+    spec = {"benchmark": cfg.benchmark.name, "model": model, cfg.benchmark.name: family, "code": code}
+    params = {"model": model["name"], **{k: v for k, v in model.items() if k != "name"}, **family, "code": code}
+    return Identity(spec, {k: v for k, v in params.items() if v is not None})  # absent, never "None" or "n/a"
 
 
 def register() -> None:

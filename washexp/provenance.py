@@ -30,18 +30,79 @@ def package_source() -> dict[str, str]:
     return files_digest(PACKAGE, ("**/*.py", "**/*.txt"), PACKAGE.parent)
 
 
-def code_digest(*modules: str) -> str:
-    """One digest of the code that computes a family's results: its folder and the shared modules
-    it names (e.g. ``tokens.py``), prompts included. It enters every condition's identity, so a
-    changed rule or prompt is a new condition, never an old run shown as new."""
-    files: dict[str, str] = {}
-    for name in modules:
-        target = PACKAGE / name
-        if target.is_dir():
-            files |= files_digest(target, ("**/*.py", "**/*.txt"), PACKAGE.parent)
-        else:
-            files[target.relative_to(PACKAGE.parent).as_posix()] = sha256_bytes(target.read_bytes())
+NOT_RESULTS = (
+    "washexp.models",
+    "washexp.tracking",
+    "washexp.runner",
+    "washexp.sweep",
+    "washexp.provenance",
+    "washexp.config",
+    "washexp.errors",
+    "washexp.registry",
+)
+"""Modules that never change a number: how a model is reached (a reply is what it is; its
+recording key says which), where results go, the run lifecycle, config plumbing, errors."""
+
+
+def code_modules(entries: tuple[str, ...], stop: tuple[str, ...] = NOT_RESULTS) -> list[str]:
+    """The washexp modules ``entries`` import, directly or not (read from their source, never
+    imported), without the ``stop`` packages: the code that can run while a result is computed."""
+    seen: dict[str, Path] = {}
+    todo = list(entries)
+    while todo:
+        name = todo.pop()
+        if name in seen or _stopped(name, stop):
+            continue
+        path = _module_path(name)
+        if path is None:
+            continue
+        seen[name] = path
+        todo += _imports(path)
+    return sorted(seen)
+
+
+def code_digest(entries: tuple[str, ...], data: tuple[str, ...] = ()) -> str:
+    """One digest of the code that computes a family's results: the modules :func:`code_modules`
+    finds from ``entries`` (the computing modules, never a record builder, a CLI or a note), and
+    the files matching ``data`` (prompts; glob patterns under the package). It enters every
+    condition's identity, so a changed rule or prompt is a new condition, never an old run
+    shown as new, while an edited note or table leaves every run as it was."""
+    files = {
+        p.relative_to(PACKAGE.parent).as_posix(): sha256_bytes(p.read_bytes())
+        for p in (_module_path(m) for m in code_modules(entries))
+    }
+    files |= files_digest(PACKAGE, data, PACKAGE.parent)
     return tree_digest(files)
+
+
+def _stopped(name: str, stop: tuple[str, ...]) -> bool:
+    return any(name == s or name.startswith(s + ".") for s in stop)
+
+
+def _module_path(name: str) -> Path | None:
+    """The source file of washexp module ``name`` (None outside washexp)."""
+    if name != "washexp" and not name.startswith("washexp."):
+        return None
+    base = PACKAGE.parent.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imports(path: Path) -> list[str]:
+    """The washexp modules a source file imports (``from washexp.x import y``: ``washexp.x.y``
+    when y is a module, else ``washexp.x``), lazy imports inside functions included."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(path.read_bytes(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            subs = [f"{node.module}.{a.name}" for a in node.names if _module_path(f"{node.module}.{a.name}")]
+            out += subs or [node.module]
+    return out
 
 
 def git_commit(root: Path) -> str | None:

@@ -6,8 +6,14 @@ children (conditions, stores), each with the identity that determines its result
 
 - A parent whose identity already has a FINISHED run is reused whole unless ``rerun``.
 - Otherwise the parent opens a new run; a RUNNING run of the same identity left by a process
-  that is gone (SIGKILL) is marked KILLED first. Each child with a FINISHED run is reused and
-  hung under the new parent (never computed twice); the others are computed.
+  that is gone (SIGKILL) is marked KILLED first. Each child with a FINISHED run is reused, never
+  computed twice and never moved: the run stays under the parent that planned it, and the new
+  parent gets a *link* run naming it (``Tracker.link``; MLflow allows one parent per run). The
+  others are computed.
+- Before an identity is looked up and computed it is *claimed* (``Tracker.claim``, a lock file
+  beside the store, held until the run's close is stored): a second process that reaches the
+  same identity waits, taking in its own results meanwhile, and then reuses the finished run, so
+  two identical sweeps started together compute each identity once.
 - Every run is a context manager: an exception ends it FAILED, Ctrl-C or SIGTERM KILLED.
 - A failed child is recorded (FAILED run, ``None`` result) and the group goes on; an exception in
   ``fatal`` (an endpoint that is gone) stops every open group: no later child starts.
@@ -24,6 +30,7 @@ ending and the one starting). Every tracking call stays on the thread that drive
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -33,6 +40,9 @@ from typing import Any
 from washexp.hashing import canonical_hash
 
 log = logging.getLogger("washexp")
+
+POLL = 0.2
+"""Seconds between looks at an identity another process has claimed (:meth:`Tracker.claim`)."""
 
 
 @dataclass(frozen=True)
@@ -44,8 +54,8 @@ class Work:
     """Everything that determines the result, hashed into the run's identity tag."""
     params: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
-    key: str = ""
-    """The family's own handle on the unit (a task id, a store name)."""
+    key: Hashable = ""
+    """The family's own handle on the unit (a task id, a (store, gauge arm) pair), typed."""
 
     @cached_property
     def hash(self) -> str:
@@ -91,13 +101,14 @@ class _Group:
     run: Any
     queue: list[Work]
     compute: Callable[[Work], Result]
-    summarize: Callable[[dict[str, dict[str, float] | None]], Result]
+    summarize: Callable[[dict[Hashable, dict[str, float] | None]], Result]
     fatal: tuple[type[BaseException], ...]
     on_done: Callable[[Work, str, dict[str, int]], None] | None
     lane: Hashable
     slots: int
     thens: list[Callable[[GroupOutcome], None]]
-    results: dict[str, dict[str, float] | None] = field(default_factory=dict)
+    rerun: bool = False
+    results: dict[Hashable, dict[str, float] | None] = field(default_factory=dict)
     outcome: GroupOutcome = field(default_factory=lambda: GroupOutcome({}))
     running: int = 0
 
@@ -134,9 +145,15 @@ class Schedule:
                     self._take(future)
                 self._start_children()
                 self._end_groups()
-                if until() or not self._open:
+                if until():
                     return
-                done, _ = wait(self._open, return_when=FIRST_COMPLETED)
+                waiting = any(g.queue for g in self._groups)  # children another process holds
+                if not self._open:
+                    if not waiting:
+                        return
+                    time.sleep(POLL)
+                    continue
+                done, _ = wait(self._open, timeout=POLL if waiting else None, return_when=FIRST_COMPLETED)
                 for future in done:
                     self._take(future)
         except BaseException as err:
@@ -154,11 +171,34 @@ class Schedule:
             pool.shutdown(wait=False, cancel_futures=True)
         self._pools.clear()
 
+    def pause(self, seconds: float) -> None:
+        """Take in results for ``seconds`` (or sleep when nothing is open): a caller waiting on
+        another process keeps this one's work moving, so two processes never wait on each other."""
+        deadline = time.monotonic() + seconds
+        self.run(lambda: time.monotonic() >= deadline)
+        time.sleep(max(0.0, deadline - time.monotonic()))
+
     def _start_children(self) -> None:
         for group in self._groups:  # oldest first: a group ends before the next one's children start
-            while group.queue and sum(g.running for g in self._groups if g.lane == group.lane) < group.slots:
-                child = group.queue.pop(0)
-                run = group.tracker.open(child.name, child.hash, child.params, child.tags, parent_id=group.run.run_id)
+            for child in list(group.queue):
+                if sum(g.running for g in self._groups if g.lane == group.lane) >= group.slots:
+                    break
+                claim = group.tracker.claim(child.hash)
+                if claim is None:  # another process computes it: looked at again on the next turn
+                    continue
+                group.queue.remove(child)
+                found = None if group.rerun else group.tracker.find(child.hash).finished
+                if found is not None:  # another process finished it while this one waited
+                    claim.release()
+                    _reuse(group, child, found)
+                    continue
+                try:
+                    run = group.tracker.open(
+                        child.name, child.hash, child.params, child.tags, parent_id=group.run.run_id, claim=claim
+                    )
+                except BaseException:
+                    claim.release()
+                    raise
                 pool = self._pools.get(group.lane)
                 if pool is None:
                     pool = self._pools[group.lane] = ThreadPoolExecutor(group.slots, thread_name_prefix="washexp-unit")
@@ -221,7 +261,7 @@ def start_group(
     parent: Work,
     children: list[Work],
     compute: Callable[[Work], Result],
-    summarize: Callable[[dict[str, dict[str, float] | None]], Result],
+    summarize: Callable[[dict[Hashable, dict[str, float] | None]], Result],
     then: Callable[[GroupOutcome], None],
     *,
     rerun: bool = False,
@@ -239,24 +279,28 @@ def start_group(
         same.thens.append(then)
         return
     schedule.run(lambda: schedule.open_groups() <= 1)  # one group ahead at most
-    finished = None if rerun else _recover(tracker, parent)
-    if finished is not None:
-        then(GroupOutcome(finished.metrics, reused=True))
-        return
-    if rerun:
-        _recover(tracker, parent)
-    group_run = tracker.open(parent.name, parent.hash, parent.params, parent.tags)
+    claim = tracker.claim(parent.hash)
+    while claim is None:  # the same group is open in another process: its outcome, once it ends
+        schedule.pause(POLL)
+        claim = tracker.claim(parent.hash)
+    try:
+        finished = _recover(tracker, parent)
+        if finished is not None and not rerun:
+            claim.release()
+            then(GroupOutcome(finished.metrics, reused=True))
+            return
+        group_run = tracker.open(parent.name, parent.hash, parent.params, parent.tags, claim=claim)
+    except BaseException:
+        claim.release()
+        raise
     group = _Group(
-        tracker, parent, group_run, [], compute, summarize, fatal, on_done, lane, max(1, concurrency), [then]
+        tracker, parent, group_run, [], compute, summarize, fatal, on_done, lane, max(1, concurrency), [then], rerun
     )
     try:
         for child in children:
             found = _recover(tracker, child)
             if found is not None and not rerun:
-                if found.parent_id != group_run.run_id:
-                    tracker.adopt(found.run_id, group_run.run_id)
-                group.results[child.key] = found.metrics
-                group.outcome.counts["reused"] += 1
+                _reuse(group, child, found)
             else:
                 group.queue.append(child)
     except BaseException as err:
@@ -264,6 +308,13 @@ def start_group(
         raise
     schedule.add(group)
     schedule.run(lambda: not group.queue)
+
+
+def _reuse(group: _Group, child: Work, found) -> None:
+    """A finished run of ``child``'s identity counts for ``group``: linked, never moved or redone."""
+    group.tracker.link(child.name, found, child.tags, group.run.run_id)
+    group.results[child.key] = found.metrics
+    group.outcome.counts["reused"] += 1
 
 
 def run_group(tracker, parent: Work, children: list[Work], compute, summarize, **options) -> GroupOutcome:

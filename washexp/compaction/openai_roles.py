@@ -138,13 +138,18 @@ def openai_backend(model, endpoint, root: Path, gone=None) -> Roles:
         "generation_temperature": sampled,
         "max_tokens": model.max_tokens,
         "extra_body": extra,
-        "reader": "chat",
-        "hermes_agent": h_hermes.version(),
-        "hermes_compressor_sha256": h_hermes.source_sha256(),
-        "prompts": prompt_digests(),
+    }
+    prompts = prompt_digests()
+    parts = {
+        "summarize": {"prompt": prompts["summarize"]},
+        "rank": {"prompt": prompts["jev"]},
+        "checkpoint": "chat",  # h_native's own prompt: its code is in the code digest
+        "hermes": {"hermes_agent": h_hermes.version(), "compressor_sha256": h_hermes.source_sha256()},
+        "read": {"reader": "chat", "prompts": {k: prompts[k] for k in ("reader_system", "follow_up")}},
     }
     return Roles(
         spec=spec,
+        parts=parts,
         summarize=summarize,
         rank=rank,
         checkpoint_writer=checkpoint_writer,

@@ -18,14 +18,15 @@ import pandas as pd
 from washexp import __version__
 from washexp.compaction import record_notes, record_tables
 from washexp.compaction.record_data import compare_data
-from washexp.compaction.runs import metric, study_runs, value
-from washexp.export import bootstrap, plots
+from washexp.compaction.runs import metric, score, study_runs, topn_of, value
+from washexp.export import bootstrap, plots, selection
 from washexp.export.records import Column, Plot, Record, Table
+from washexp.models.base import OverWindow
 from washexp.tokens import TOKENIZER
 
 COHORTS = ("primary", "control")
-OVER_WINDOW = "OverWindow:"
-"""How the error tag of a condition refused for its length starts (``washexp.models.base.OverWindow``)."""
+OVER_WINDOW = OverWindow.__name__
+"""The error type of a condition the endpoint refused for its length."""
 REFERENCE_HEADLINE = (
     "Offline reference backend: a labelled deterministic baseline (extractive S and H, BM25 Jev "
     "ranking, no reader), not a model result. Its retention says which facts survive compaction "
@@ -138,13 +139,13 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         "tier": first["params.tier"],
         "platform": platform,
         "backend": first["params.backend"],
-        "roles": json.loads(first["params.roles"]),
+        "roles": _roles(arms),
         "generations per task (planned; distinct counts in the generations table)": int(first["params.generations"]),
         "H implementation": _unique(arms[arms["method"] == "H"], "params.h_label"),
         "answers per context": int(first["params.answers_per_context"]),
         "tokenizer": TOKENIZER,
         "fixtures sha256 (task folder tree digest)": _fixtures(conds),
-        "sweeps (overrides)": _sweeps(arms),
+        "sweeps (overrides)": selection.sweeps(arms["sweep"], arms["overrides"]),
     }
     plugins = _unique(arms, "params.plugin")
     if plugins:  # what each plugin arm was built from: target, args, package, version, source
@@ -159,22 +160,21 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         tables=tuple(tables),
         plots=record_plots,
         appendix=(_runs_table(arms, conds),),
-        arm_runs=tuple(final["run_id"]),
     )
 
 
 def _over_window(conds: pd.DataFrame) -> pd.Series:
     """Which failed conditions the endpoint refused as longer than the model's window."""
-    error = conds.get("tags.washexp.error", pd.Series(None, index=conds.index, dtype=object))
-    return (conds["status"] == "FAILED") & error.fillna("").astype(str).str.startswith(OVER_WINDOW)
+    error = conds.get("tags.washexp.error_type", pd.Series(None, index=conds.index, dtype=object))
+    return (conds["status"] == "FAILED") & (error == OVER_WINDOW)
 
 
 def _per_task_scores(conds: pd.DataFrame, key: str) -> dict[str, dict[str, float]]:
     """arm label -> task -> score, a failed condition as 0."""
     out: dict[str, dict[str, float]] = {}
     for _, row in conds.iterrows():
-        v = value(row, key)
-        out.setdefault(row["label"], {})[row["task"]] = 0.0 if row["status"] == "FAILED" or v is None else v
+        v = score(row, key)
+        out.setdefault(row["label"], {})[row["task"]] = 0.0 if v is None else v
     return out
 
 
@@ -185,7 +185,7 @@ def _interval_tables(
     full = arms[arms["method"] == "full"]["label"].tolist()
     pairs = [(lb, full[0]) for lb in arms[arms["method"] != "full"]["label"]] if full else []
     label = {
-        (m, int(n)): lb for m, n, lb in zip(arms["method"], arms["topn"], arms["label"], strict=True) if m != "full"
+        (m, topn_of(n)): lb for m, n, lb in zip(arms["method"], arms["topn"], arms["label"], strict=True) if m != "full"
     }
     pairs_sh = [(label["S", n], label["H", n]) for (m, n) in sorted(label) if m == "S" and ("H", n) in label]
     out = []
@@ -301,11 +301,11 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks)
             if v is None:
                 continue
             if a["method"] in series:
-                series[a["method"]].append((int(a["topn"]), v))
+                series[a["method"]].append((topn_of(a["topn"]), v))
             if a["method"] == "full":
                 full[c] = v
             if tokens is not None:
-                points[c].append((a["method"], None if a["method"] == "full" else int(a["topn"]), tokens, v))
+                points[c].append((a["method"], topn_of(a["topn"]), tokens, v))
         by_cohort[c] = {m: sorted(p) for m, p in series.items()}
     return (
         Plot(
@@ -321,6 +321,15 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks)
     )
 
 
+def _roles(arms: pd.DataFrame) -> dict:
+    """The backend's spec and every role any covered arm called (each arm logs only its own)."""
+    out: dict = {}
+    for text in sorted({str(v) for v in arms["params.roles"].dropna()}):
+        spec = json.loads(text)
+        out = {**out, **spec, "roles": {**out.get("roles", {}), **spec.get("roles", {})}}
+    return out
+
+
 def _unique(frame: pd.DataFrame, col: str) -> list[str]:
     return sorted({str(v) for v in frame[col].dropna()}) if col in frame.columns else []
 
@@ -331,11 +340,4 @@ def _fixtures(conds: pd.DataFrame) -> dict[str, str]:
         digests = _unique(group, "fixture_sha256")  # absent when every run of the task failed
         out[task] = ", ".join(digests) or "n/a (no finished run)"
         out[task] += " (differs between runs!)" if len(digests) > 1 else ""
-    return out
-
-
-def _sweeps(arms: pd.DataFrame) -> dict[str, str]:
-    out = {}
-    for sweep, group in arms.groupby("sweep", sort=True):
-        out[sweep] = "; ".join(sorted(set(group["overrides"])))
     return out

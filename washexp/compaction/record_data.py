@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from washexp.compaction.runs import value
+from washexp.compaction.runs import score
 from washexp.tracking.reader import load_table
 
 
@@ -19,8 +19,8 @@ def compare_data(final: pd.DataFrame, conds: pd.DataFrame, uri: str) -> dict[str
             "cohort": c["cohort"],
             "task": c["task"],
             "failed": c["status"] == "FAILED",
-            "retention": 0.0 if c["status"] == "FAILED" else value(c, "retention"),
-            "fact_accuracy": 0.0 if c["status"] == "FAILED" else value(c, "fact_accuracy"),
+            "retention": score(c, "retention"),
+            "fact_accuracy": score(c, "fact_accuracy"),
         }
         for _, c in conds.sort_values(["order", "task"], kind="stable").iterrows()
     ]

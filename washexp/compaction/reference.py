@@ -104,15 +104,9 @@ def _checkpoint_writer(task_id: str, generation: int) -> hermes.Writer:
 
 
 def reference_backend(model, endpoint=None, root=None) -> Roles:
-    spec = {
-        "backend": "reference",
-        "summarizer": "extractive",
-        "checkpoint": "extractive",
-        "ranker": "bm25s",
-        "reader": None,
-    }
     return Roles(
-        spec=spec,
+        spec={"backend": "reference"},
+        parts={"summarize": {"summarizer": "extractive"}, "rank": {"ranker": "bm25s"}, "checkpoint": "extractive"},
         summarize=lambda job: offline(summarize(job)),
         rank=lambda job: Ranking(bm25_scores(job)),
         checkpoint_writer=_checkpoint_writer,

@@ -10,8 +10,10 @@ Each role is one call with a small value in and a small value out:
 Replies carry the key of the recording behind them (``ChatResponse.key``), so a condition
 collects the requests it used instead of guessing them afterwards. A backend
 (``model.backend``) builds all roles from the model and endpoint config; ``reference`` is the
-offline deterministic baseline, never a stand-in for a chat model. ``Roles.spec`` is what a run
-logs and hashes: the backend and its arguments, never a secret. Roles live for one sweep:
+offline deterministic baseline, never a stand-in for a chat model. What a run logs and hashes
+is :meth:`Roles.spec_for` the roles its condition calls: the backend and its arguments
+(``spec``) and each called role's own (``parts``: a prompt's sha256, hermes-agent's version),
+never a secret and never a role the condition does not call. Roles live for one sweep:
 ``close()`` releases the call pool.
 """
 
@@ -76,9 +78,16 @@ def offline(text: str) -> ChatResponse:
     return ChatResponse(text=text, prompt_tokens=None, completion_tokens=None, finish_reason=None)
 
 
+ROLE_NAMES = ("summarize", "rank", "checkpoint", "hermes", "read")
+"""The parts a backend may spec; ``hermes`` is hermes-agent's compressor (``method.h_impl=hermes``)."""
+
+
 @dataclass(frozen=True)
 class Roles:
     spec: dict[str, Any]
+    """What every role shares: the backend and the model's arguments (a served model's file)."""
+    parts: dict[str, Any] = field(default_factory=dict, kw_only=True)
+    """role (one of :data:`ROLE_NAMES`) -> what that role is beyond ``spec`` (its prompt's sha256...)."""
     summarize: Callable[[SummaryJob], ChatResponse]
     rank: Callable[[RankJob], Ranking]
     checkpoint_writer: Callable[[str, int], Writer]
@@ -104,6 +113,13 @@ class Roles:
     logs: Callable[[], dict[str, str]] | None = None
     """name -> text a backend keeps beside its calls since the last ask (the local server's log),
     logged with each arm run."""
+
+    def spec_for(self, calls: set[str]) -> dict[str, Any]:
+        """The spec of the roles a condition calls: ``spec`` and the ``parts`` of ``calls``."""
+        unknown = calls - set(ROLE_NAMES)
+        if unknown:
+            raise ValueError(f"unknown roles {sorted(unknown)}")
+        return {**self.spec, "roles": {r: self.parts[r] for r in ROLE_NAMES if r in calls and r in self.parts}}
 
     def each(self, fn: Callable[[int], Any], n: int) -> list[Any]:
         """``fn(g)`` for g in 0..n-1, through the pool when there is one. ``fn`` must not itself

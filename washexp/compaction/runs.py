@@ -5,13 +5,8 @@ filters and reshapes the DataFrame ``mlflow.search_runs`` returns. Arms are iden
 and grouped by the ``method`` and ``topn`` values their runs carry (``order``), never by parsing
 their labels.
 
-Which runs a record covers:
-
-- ``--model``, ``--sweep`` and ``--date`` filter the *arm* runs (a sweep's reused conditions keep
-  the sweep tag of the run that computed them, so conditions are found through their parent);
-- per arm (model, method, top-N, phase) the newest FINISHED arm run wins; an arm whose newest
-  run is unfinished is named in a note and left out;
-- its conditions are the condition runs whose parent is that arm run (newest per task).
+Which runs a record covers is :mod:`washexp.export.selection`'s rule, keyed per arm by model,
+method, top-N and phase; an arm's conditions are those it computed and those it linked.
 """
 
 from __future__ import annotations
@@ -22,6 +17,7 @@ import pandas as pd
 
 from washexp.compaction.condition import Arm
 from washexp.errors import WashexpError
+from washexp.export import selection
 
 ARM_COLUMNS = {
     "tags.method": "method",
@@ -35,7 +31,7 @@ CONDITION_COLUMNS = {
     "tags.task": "task",
     "tags.cohort": "cohort",
     "tags.washexp.sha256.fixture": "fixture_sha256",
-    "tags.mlflow.parentRunId": "arm_run_id",
+    "parent": "arm_run_id",  # the arm it is listed under (a linked run's own parent may differ)
 }
 
 
@@ -53,44 +49,29 @@ class StudyRuns:
 
 def select_arms(
     runs: pd.DataFrame, *, model: str | None = None, sweeps: tuple[str, ...] = (), until: str | None = None
-) -> tuple[pd.DataFrame, list[str]]:
-    """The newest finished arm run per (model, method, top-N, phase), after the filters."""
-    arms = runs[_tag(runs, "washexp.kind") == "arm"].copy()
-    if model is not None:
-        arms = arms[_tag(arms, "model") == model]
-    if sweeps:
-        sweep = _tag(arms, "sweep")
-        arms = arms[sweep.map(lambda s: any(s == w or s.endswith("/" + w) for w in sweeps))]
-    if until is not None:
-        arms = arms[arms["start_time"].dt.strftime("%Y-%m-%d") <= until]
-    arms = arms.rename(columns=ARM_COLUMNS)
-    each = [Arm(m, None if n == "n/a" else int(n)) for m, n in zip(arms["method"], arms["topn"], strict=True)]
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """The arm runs a record covers (see :mod:`washexp.export.selection`) and their conditions."""
+    arms = selection.parents(runs, "arm", model=model, sweeps=sweeps, until=until).rename(columns=ARM_COLUMNS)
+    each = [Arm(m, topn_of(n)) for m, n in zip(arms["method"], arms["topn"], strict=True)]
     arms["label"] = [a.label for a in each]
     arms["order"] = [a.order for a in each]
-    arms = arms.sort_values("start_time", ascending=False, kind="stable")
-    notes = []
-    chosen = []
-    for _, group in arms.groupby(["model", "label", "phase"], sort=True):
-        newest = group.iloc[0]
-        if newest["status"] != "FINISHED":
-            notes.append(
-                f"{newest['label']} ({newest['phase']}): newest arm run {newest['run_id']} "
-                f"is {newest['status']}, left out"
-            )
-            continue
-        chosen.append(newest)
-    if not chosen:
-        return arms.iloc[0:0], notes
-    out = pd.DataFrame(chosen)
-    out = out.iloc[sorted(range(len(out)), key=lambda i: (out["phase"].iloc[i], out["order"].iloc[i]))]
-    return out.reset_index(drop=True), notes
+    kids = selection.children(runs, arms["run_id"], ("condition",)).rename(columns={"tags.task": "task"})
+    chosen, notes = selection.newest_complete(arms, kids, ["model", "label", "phase"], "task")
+    if chosen.empty:
+        return chosen, kids.iloc[0:0], notes
+    chosen = chosen.iloc[sorted(range(len(chosen)), key=lambda i: (chosen["phase"].iloc[i], chosen["order"].iloc[i]))]
+    return chosen.reset_index(drop=True), kids, notes
 
 
-def conditions_of(runs: pd.DataFrame, arms: pd.DataFrame) -> pd.DataFrame:
-    """The condition runs under the chosen arm runs, newest per (arm, task)."""
-    cond = runs[_tag(runs, "washexp.kind") == "condition"].rename(columns=CONDITION_COLUMNS)
+def topn_of(tag) -> int | None:
+    """An arm's top-N tag; Full has none (runs made before 2026-12-01 tagged it ``n/a``)."""
+    return None if pd.isna(tag) or tag == "n/a" else int(tag)
+
+
+def conditions_of(kids: pd.DataFrame, arms: pd.DataFrame) -> pd.DataFrame:
+    """The conditions each chosen arm run planned, newest per (arm, task)."""
+    cond = kids.rename(columns=CONDITION_COLUMNS)
     cond = cond[cond["arm_run_id"].isin(arms["run_id"])]
-    cond = cond.sort_values("start_time", ascending=False, kind="stable")
     cond = cond.drop_duplicates(["arm_run_id", "task"], keep="first")
     labels = dict(zip(arms["run_id"], arms["label"], strict=True))
     orders = dict(zip(arms["run_id"], arms["order"], strict=True))
@@ -101,10 +82,10 @@ def conditions_of(runs: pd.DataFrame, arms: pd.DataFrame) -> pd.DataFrame:
 def study_runs(
     runs: pd.DataFrame, *, model: str | None = None, sweeps: tuple[str, ...] = (), until: str | None = None
 ) -> StudyRuns:
-    arms, notes = select_arms(runs, model=model, sweeps=sweeps, until=until)
+    arms, kids, notes = select_arms(runs, model=model, sweeps=sweeps, until=until)
     if arms.empty:
         raise WashexpError("no finished arm runs match the filters (model, sweep, date)")
-    return StudyRuns(arms, conditions_of(runs, arms), tuple(notes))
+    return StudyRuns(arms, conditions_of(kids, arms), tuple(notes))
 
 
 def metric(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -113,12 +94,5 @@ def metric(frame: pd.DataFrame, name: str) -> pd.Series:
     return frame[col] if col in frame.columns else pd.Series(float("nan"), index=frame.index)
 
 
-def value(row: pd.Series, name: str) -> float | None:
-    """One run's metric as a float, None when absent (never 0)."""
-    v = row.get(f"metrics.{name}")
-    return None if v is None or pd.isna(v) else float(v)
-
-
-def _tag(frame: pd.DataFrame, name: str) -> pd.Series:
-    col = f"tags.{name}"
-    return frame[col] if col in frame.columns else pd.Series(None, index=frame.index, dtype=object)
+value = selection.value
+score = selection.score

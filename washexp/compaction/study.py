@@ -1,11 +1,13 @@
 """A compaction arm as MLflow runs: one arm run, one nested run per task (condition).
 
-Identity (``washexp.config.identity``): the benchmark, what the model is, the roles' spec (its
-prompts' sha256 included), the method, its H implementation (a plugin's spec: target, args,
-package name and version, module sha256), top-N and phase, the digest of the
-code that computes a result (``CODE``), and per condition the task id and its fixture digest.
-The granularity is the whole family's code, not per role: any change to how a number is made is
-a new condition; a served model's rerun then replays its recorded calls and costs no model time.
+Identity (``washexp.config.identify``, which also makes the params): the benchmark, what the
+model is, the method, its H implementation (a plugin's spec: target, args, package name and
+version, module sha256), top-N and phase, the spec of the roles its conditions call (their
+prompts' sha256 included; hermes-agent's version only for ``h_impl=hermes``), the digest of the
+code that computes a result (``CODE``: the modules a condition and an arm's aggregate run, never
+a record builder or a note), and per condition the task id and its fixture digest. Any change to
+how a number is made is a new condition; a served model's rerun then replays its recorded calls
+and costs no model time.
 Full ignores top-N: ``method=full`` under a top-N sweep is one arm, not six. Which method an arm
 runs is decided once, here (:func:`method_for`); the pipeline then asks the method what it is.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from washexp.compaction.aggregate import arm_metrics
@@ -26,7 +28,7 @@ from washexp.compaction.frozen import FrozenCache, h_impl_for, h_label
 from washexp.compaction.method import BUILTINS, Method, builtin
 from washexp.compaction.plugin import Plugin, build
 from washexp.compaction.roles import Roles, roles_for
-from washexp.config import identity
+from washexp.config import identify
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_json, tree_digest
 from washexp.ledger import Entry, plural
@@ -37,9 +39,18 @@ log = logging.getLogger("washexp")
 
 PHASES = ("final", "preflight")
 """``preflight``: a format preflight, kept as runs of its own and never counted in final metrics."""
-CODE = ("compaction", "tokens.py", "needles.py", "hashing.py")
-"""What computes a compaction result: the family's folder (prompts included) and the shared
-modules it counts and matches with."""
+CODE = (
+    "washexp.compaction.condition",
+    "washexp.compaction.aggregate",
+    "washexp.compaction.plugin",
+    "washexp.compaction.reference",
+    "washexp.compaction.openai_roles",
+    "washexp.compaction.local_roles",
+)
+"""What computes a compaction result: a condition, an arm's aggregate, a plugin method, and the
+backends (a registry names them lazily, so they are listed); what they import is found from their
+source (:func:`washexp.provenance.code_modules`). Record builders, notes and the CLI are not in it."""
+CODE_DATA = ("compaction/prompts/*.txt",)
 
 
 @dataclass(frozen=True)
@@ -72,17 +83,11 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
     cache = sweep.shared(("frozen", id(roles)), lambda: FrozenCache(roles))
     method = method_for(c.method, roles)
     arm = Arm(method.name, None if method.whole else c.topn)
-    h_impl = getattr(method, "impl", None)
-    family = {"method": arm.method, "h_impl": h_impl, "topn": arm.topn, "phase": c.phase, "roles": roles.spec}
-    plugin = method.spec if isinstance(method, Plugin) else None
-    if plugin:
-        family["plugin"] = plugin
-    ident = identity(cfg, family, sweep.shared(("code", CODE), lambda: code_digest(*CODE)))
+    ident = identify(cfg, _family(cfg, method, arm, roles), sweep.shared(("code", CODE), _code), _model(cfg, roles))
     source = sweep.shared("package_source", package_source)
-    topn = "n/a" if arm.topn is None else str(arm.topn)
     tags = {
         "method": arm.method,
-        "topn": topn,
+        **({} if arm.topn is None else {"topn": str(arm.topn)}),  # Full has no top-N: no tag, never "n/a"
         "model": cfg.model.name,
         "tier": cfg.model.tier,
         "platform": cfg.model.platform,
@@ -92,35 +97,23 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         "washexp.source": tree_digest(source),
         "mlflow.source.git.commit": sweep.shared("git_commit", lambda: git_commit(sweep.root)) or "unknown",
     }
-    if plugin:
+    if isinstance(method, Plugin):
+        plugin = method.spec
         tags |= {"washexp.plugin.target": plugin["target"], "washexp.plugin.package": str(plugin["package"])}
         tags["washexp.plugin.version"] = str(plugin["version"])
-    params = {
-        "model": cfg.model.name,
-        "backend": cfg.model.backend,
-        "tier": cfg.model.tier,
-        "platform": cfg.model.platform,
-        "method": arm.method,
-        "h_impl": h_impl or "n/a",
-        "h_label": h_label(h_impl) if h_impl else "n/a",
-        "topn": topn,
-        "generations": cfg.model.generations,
-        "answers_per_context": cfg.model.answers_per_context if roles.read else 0,
-        "phase": c.phase,
-        "roles": roles.spec,
-    }
-    if plugin:
-        params["plugin"] = canonical_json(plugin)
+    params = ident.params
+    if method.checked and not isinstance(method, Plugin):
+        params = {**params, "h_label": h_label(method.impl)}  # what H is, in words
     parent = Work(
         f"{arm.label} · arm",
-        {**ident, "tasks": {t.id: t.digest for t in tasks}},
+        {**ident.spec, "tasks": {t.id: t.digest for t in tasks}},
         {**params, "tasks": len(tasks)},
         {**tags, "washexp.kind": "arm"},
     )
     children = [
         Work(
             f"{arm.label} · {t.id}",
-            {**ident, "task": t.id, "fixture": t.digest},
+            {**ident.spec, "task": t.id, "fixture": t.digest},
             {**params, "task": t.id, "cohort": t.cohort},
             {**tags, "washexp.kind": "condition", "task": t.id, "cohort": t.cohort},
             key=t.id,
@@ -128,6 +121,39 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         for t in tasks
     ]
     return ArmPlan(arm, method, tasks, cache, parent, children, public_config(cfg), source)
+
+
+def _family(cfg, method: Method, arm: Arm, roles: Roles) -> dict[str, Any]:
+    """The compaction settings that determine an arm's results, each component only if its
+    conditions call it: the method (H's implementation, a plugin's spec), top-N, phase, and the
+    spec of the roles it calls (:func:`calls`)."""
+    family: dict[str, Any] = {"method": arm.method, "topn": arm.topn, "phase": cfg.compaction.phase}
+    if isinstance(method, Plugin):
+        family["plugin"] = method.spec
+    elif method.checked:
+        family["h_impl"] = method.impl
+    return {**family, "roles": roles.spec_for(calls(method, roles))}
+
+
+def calls(method: Method, roles: Roles) -> set[str]:
+    """The roles a condition of ``method`` calls: Full only the reader; every other method the
+    summary and ranking too (the ceiling is sized from S + Top 5), H its checkpoint writer
+    (``hermes``: hermes-agent's compressor), a plugin what it asks of the model (its spec)."""
+    read = {"read"} if roles.read else set()
+    if method.whole:
+        return read
+    own = {"native": {"checkpoint"}, "hermes": {"hermes"}}.get(getattr(method, "impl", None), set())
+    return read | {"summarize", "rank"} | own
+
+
+def _model(cfg, roles: Roles) -> dict[str, Any]:
+    """What the model is, as far as these conditions use it: no answers without a reader."""
+    model = asdict(cfg.model)
+    return model if roles.read else {**model, "answers_per_context": 0}
+
+
+def _code() -> str:
+    return code_digest(CODE, CODE_DATA)
 
 
 def method_for(config, roles: Roles) -> Method:

@@ -15,7 +15,7 @@ from typing import Any
 from washexp.benchmarks import RECORDS
 from washexp.errors import ConfigError, WashexpError
 from washexp.export.records import Record
-from washexp.tracking.reader import attach, search
+from washexp.tracking.reader import search
 
 
 @dataclass(frozen=True)
@@ -68,13 +68,12 @@ def check_writable(out: Path) -> None:
 
 
 def export(options: ExportOptions) -> list[Path]:
-    """Build the records, write them, and attach each record's plots to the arm runs it
-    covers (under ``plots/``, so the UI shows them beside the numbers); return the paths."""
+    """Build the records and write them; return the paths. No run is changed: a plot added to a
+    finished run would be a file its manifest does not list."""
     check_writable(options.out)
     written = []
     for record in build(options):
         paths = record.write(options.out)
-        attach(options.uri, record.arm_runs, [options.out / p.file for p in record.plots], "plots")
         written += paths
     return written
 

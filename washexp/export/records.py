@@ -75,8 +75,6 @@ class Record:
     plots: tuple[Plot, ...] = ()
     appendix: tuple[Table, ...] = ()
     """Tables shown folded in the markdown (e.g. every run id)."""
-    arm_runs: tuple[str, ...] = ()
-    """The runs the plots describe: the exporter attaches the plots to them."""
     data: dict[str, list] = field(default_factory=dict)
     """Machine tables for ``washexp compare`` (JSON only, not shown in the markdown)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -46,17 +46,6 @@ def search(uri: str, experiment: str, filter_string: str = ""):
     mlflow.set_tracking_uri(uri)
     with quiet_mlflow():
         return mlflow.search_runs([exp_id], filter_string=filter_string, output_format="pandas", max_results=100_000)
-
-
-def attach(uri: str, run_ids: Iterable[str], files: list[Path], folder: str) -> None:
-    """Log ``files`` into ``folder`` of finished runs (the exporter's plots beside the numbers);
-    logging the same file again replaces it."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
-    for run_id in run_ids:
-        for f in files:
-            client.log_artifact(run_id, str(f), folder)
 
 
 def load_table(uri: str, artifact_file: str, run_ids: list[str]):

@@ -55,7 +55,13 @@ from washexp.tracking.sqlite import check_store, store_path, write_ahead_log
 HASH_TAG = "washexp.hash"
 OWNER_TAG = "washexp.owner"
 ERROR_TAG = "washexp.error"
+ERROR_TYPE_TAG = "washexp.error_type"
+"""The class name of the exception that failed a run (``OverWindow``): read as is, never parsed
+out of the message."""
 PARENT_TAG = "mlflow.parentRunId"
+LINK_TAG = "washexp.link"
+"""On a link run: the id of the finished run it stands for (see :meth:`Tracker.link`)."""
+KIND_TAG = "washexp.kind"
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # what MlflowClient.log_table sets; the UI lists tables by it
 _BATCH = 100  # MLflow accepts at most 100 params or tags per batch call
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
@@ -160,6 +166,8 @@ class Run:
     identity: str = ""
     closed: bool = field(default=False)
     series: dict[str, list[float]] = field(default_factory=dict)
+    claim: Any = None
+    """The identity's claim (:meth:`Tracker.claim`), released once the run's close is stored."""
 
     def finish(
         self,
@@ -178,7 +186,7 @@ class Run:
 
     def fail(self, error: BaseException, status: str = "FAILED") -> None:
         text = "".join(traceback.format_exception(error))
-        tags = {ERROR_TAG: f"{type(error).__name__}: {error}"[:5000]}
+        tags = {ERROR_TAG: f"{type(error).__name__}: {error}"[:5000], ERROR_TYPE_TAG: type(error).__name__}
         self.tracker._close(self, {}, {"error.txt": text}, {}, tags, {}, status)
 
     def end_by(self, error: BaseException) -> None:
@@ -270,6 +278,7 @@ class Tracker:
         self._writer = _Writer()
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)  # its tracebacks: our one line
         atexit.register(self.close)
+        self._claims = _lock_path(uri, lock_dir).with_suffix(".claims")
         with FileLock(str(_lock_path(uri, lock_dir))):
             self.client = MlflowClient(uri)  # opens (and on first use migrates) the store: one process at a time
             found = self.client.get_experiment_by_name(experiment)
@@ -308,6 +317,20 @@ class Tracker:
             if not reported:
                 raise
 
+    def claim(self, identity_hash: str):
+        """Claim the right to compute ``identity_hash``: a lock file beside the store, held until
+        the run's close is stored (or the process dies), as the recorder's lock guards a model
+        call. None when another process holds it: the caller waits and looks again."""
+        from filelock import FileLock, Timeout
+
+        self._claims.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(self._claims / f"{identity_hash}.lock"), timeout=0, thread_local=False)
+        try:
+            lock.acquire()
+        except Timeout:
+            return None
+        return lock
+
     def find(self, identity_hash: str) -> Found:
         with self._guard():
             return self._find(identity_hash)
@@ -332,15 +355,23 @@ class Tracker:
         return Found(finished, tuple(f for f in found if f.status == "RUNNING"))
 
     def open(
-        self, name: str, identity_hash: str, params: dict[str, Any], tags: dict[str, str], parent_id: str | None = None
+        self,
+        name: str,
+        identity_hash: str,
+        params: dict[str, Any],
+        tags: dict[str, str],
+        parent_id: str | None = None,
+        claim: Any = None,
     ) -> Run:
         if self.failed:  # a store that failed is not asked again: no more runs left RUNNING in it
             raise self.failed
         with self._guard():
-            return self._open(name, identity_hash, params, tags, parent_id)
+            return self._open(name, identity_hash, params, tags, parent_id, claim)
 
-    def _open(self, name: str, identity_hash: str, params: dict[str, Any], tags: dict[str, str], parent_id) -> Run:
-        tags = {**tags, HASH_TAG: identity_hash, OWNER_TAG: OWNER}
+    def _open(self, name: str, identity_hash: str, params: dict[str, Any], tags: dict[str, str], parent_id, claim):
+        tags = {**tags, OWNER_TAG: OWNER}
+        if identity_hash:  # a link run has none
+            tags[HASH_TAG] = identity_hash
         if parent_id:
             tags[PARENT_TAG] = parent_id
         held: list = []
@@ -350,7 +381,7 @@ class Tracker:
             else:
                 created = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
                 run_id, artifact_uri = created.info.run_id, created.info.artifact_uri
-        run = Run(self, run_id, params, artifact_uri, identity=identity_hash)
+        run = Run(self, run_id, params, artifact_uri, identity=identity_hash, claim=claim)
         if held:  # stopped while it was being created: it ends KILLED, never RUNNING
             run.end_by(KeyboardInterrupt("stopped as the run started"))
             _deliver(held)
@@ -362,10 +393,14 @@ class Tracker:
             self.client.set_tag(run.run_id, ERROR_TAG, mask(reason))
             self.client.set_terminated(run.run_id, "KILLED")
 
-    def adopt(self, run_id: str, parent_id: str) -> None:
-        """Hang a reused finished run under a new parent (an arm redone after a kill)."""
-        with self._guard():
-            self.client.set_tag(run_id, PARENT_TAG, parent_id)
+    def link(self, name: str, target: FoundRun, tags: dict[str, str], parent_id: str) -> None:
+        """A reused finished run, listed under one more parent without leaving its own: a small
+        FINISHED run of kind ``link`` under ``parent_id`` that names ``target`` (its metrics are
+        copied for the UI; its artifacts stay with ``target``). It carries no identity, so it is
+        never found, reused or linked itself; a record reads ``target`` through it."""
+        tags = {**tags, KIND_TAG: "link", LINK_TAG: target.run_id}
+        run = self.open(name, "", {}, tags, parent_id=parent_id)
+        run.finish(target.metrics, {})
 
     def _log(self, run: Run, metrics, tags, status: str, ended: int) -> None:
         """Params, metrics (and step series), tags and the status: one transaction in a SQL
@@ -406,7 +441,7 @@ class Tracker:
         held: list = []
         with _holding(held), self._guard():  # a Ctrl-C while the write is handed over waits: closed once
             run.closed = True
-            self._writer.submit(run.identity, lambda: self._write(*args))
+            self._writer.submit(run.identity, lambda: _released(run.claim, lambda: self._write(*args)))
         _deliver(held)
 
     def _write(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status, ended: int) -> None:
@@ -429,6 +464,14 @@ class Tracker:
         self._log(run, metrics, {**tags, **mirrored}, status, ended)
 
 
+class _NoClaim:
+    def release(self) -> None:
+        pass
+
+
+_NO_CLAIM = _NoClaim()
+
+
 class NullTracker:
     """Tracking off (``tracking.enabled=false``): nothing is stored. Runs finished in this
     process are still found again, so one sweep never repeats identical work (Full under a
@@ -442,6 +485,9 @@ class NullTracker:
     def find(self, identity_hash: str) -> Found:
         return Found(self._finished.get(identity_hash))
 
+    def claim(self, identity_hash: str):
+        return _NO_CLAIM  # nothing is stored: nothing to share with another process
+
     def open(self, name: str, identity_hash: str, params: dict[str, Any], *args, **kwargs) -> Run:
         run_id = f"untracked-{next(self._ids)}"
         self._open[run_id] = identity_hash
@@ -450,7 +496,7 @@ class NullTracker:
     def mark_killed(self, run: FoundRun, reason: str) -> None:
         pass
 
-    def adopt(self, run_id: str, parent_id: str) -> None:
+    def link(self, name: str, target: FoundRun, tags: dict[str, str], parent_id: str) -> None:
         pass
 
     def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
@@ -458,6 +504,15 @@ class NullTracker:
         identity = self._open.pop(run.run_id)
         if status == "FINISHED":
             self._finished[identity] = FoundRun(run.run_id, status, dict(metrics), None)
+
+
+def _released(claim, write) -> None:
+    """``write``, then the claim it was holding is released (whatever the write did)."""
+    try:
+        write()
+    finally:
+        if claim is not None:
+            claim.release()
 
 
 def _write_tree(folder: Path, files: dict[str, bytes]) -> None:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from washexp import __version__
 from washexp.errors import WashexpError
-from washexp.export import plots
+from washexp.export import plots, selection
 from washexp.export.records import Column, Plot, Record, Table
 from washexp.wash import ported
 from washexp.wash.record_washers import gates_label, washers_table
@@ -59,14 +59,8 @@ def _served(parents: pd.DataFrame) -> list[dict]:
     return [json.loads(v) for v in sorted({str(v) for v in parents["params.served"].dropna()})]
 
 
-def _tag(frame: pd.DataFrame, name: str) -> pd.Series:
-    col = f"tags.{name}"
-    return frame[col] if col in frame.columns else pd.Series(None, index=frame.index, dtype=object)
-
-
-def _value(row, name: str) -> float | None:
-    v = row.get(f"metrics.{name}")
-    return None if v is None or pd.isna(v) else float(v)
+_tag = selection.tag
+_value = selection.value
 
 
 @lru_cache(maxsize=1024)
@@ -82,35 +76,26 @@ def _artifact(uri: str, run_id: str, path: str):
 
 
 def build(runs: pd.DataFrame, options) -> list[Record]:
-    kinds = _tag(runs, "washexp.kind")
-    parents = runs[kinds == "measurement"].copy()
-    if options.model is not None:
-        parents = parents[_tag(parents, "model") == options.model]
-    if options.sweeps:
-        parents = parents[
-            _tag(parents, "sweep").map(lambda s: any(s == w or str(s).endswith("/" + w) for w in options.sweeps))
-        ]
-    if options.date is not None:
-        parents = parents[parents["start_time"].dt.strftime("%Y-%m-%d") <= options.date]
+    """Which runs: :mod:`washexp.export.selection`, keyed per measurement by :data:`KEYS`; its
+    children are the store (or sawtooth arm) runs it planned, each (store, gauge arm) once."""
+    found = selection.parents(runs, "measurement", model=options.model, sweeps=options.sweeps, until=options.date)
     for k in KEYS:
-        parents[k] = _tag(parents, k)
-    parents = parents[parents["status"] == "FINISHED"].sort_values("start_time", ascending=False, kind="stable")
-    parents = parents.drop_duplicates(KEYS, keep="first")
+        found[k] = selection.tag(found, k)
+    children = selection.children(runs, found["run_id"], ("wash-store", "wash-arm"))
+    children["planned"] = list(zip(selection.tag(children, "store"), selection.tag(children, "arm"), strict=True))
+    parents, notes = selection.newest_complete(found, children, KEYS, "planned")
     if parents.empty:
         raise WashexpError("no finished wash measurement runs match the filters (model, sweep, date)")
-    children = runs[kinds.isin(["wash-store", "wash-arm"])].copy()
-    children["parent"] = _tag(children, "mlflow.parentRunId")
-    children = children.sort_values("start_time", ascending=False, kind="stable")
     records = []
     for model, group in parents.groupby("model", sort=True):
         kids = children[children["parent"].isin(group["run_id"])]
-        records.append(_record(model, group, kids, options))
+        records.append(_record(model, group, kids, options, tuple(notes)))
     return records
 
 
-def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> Record:
+def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left_out: tuple[str, ...]) -> Record:
     first = parents.iloc[0]
-    platform = first.get("tags.platform") or "reference"
+    platform = first.get("params.platform") or "reference"
     times = pd.concat([parents["end_time"], kids["end_time"]]).dropna()
     date = times.max().tz_convert("UTC").strftime("%Y-%m-%d")
     tables, plots_out, losses, folded = [], [], [], []
@@ -168,7 +153,7 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
         if set(parents["washer"]) == {"reference"}
         else f"Washers: {', '.join(sorted(set(parents['washer'])))}.",
         *[MODEL_WASHERS[w] for w in sorted(set(parents["washer"])) if w in MODEL_WASHERS],
-        *([LOCAL_NOTE.format(model=model, tier=first.get("tags.tier"))] if served else []),
+        *([LOCAL_NOTE.format(model=model, tier=first.get("params.tier"))] if served else []),
         "Scratch copies only; every round is scored by the port of CoalWash's score.mjs (whitespace-normalized exact "
         "matching). The operator is the seed's: it approves fat deletes and refuses any cut that holds muscle.",
         *(
@@ -181,6 +166,7 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
         ),
         "Gauge arm 'off' shows what the washer alone does; 'configured' is the named CoalWash gauge. A gauge that "
         "never arms on a store whose fat is only semantic is reported as such (its rounds stop at LEAN).",
+        *left_out,
     ]
     provenance = {
         "date": f"{date} (UTC date of the newest covered run)",
@@ -192,7 +178,7 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
         **({"served model (GGUF, n_ctx, server)": served} if served else {}),
         "model per seat that made a call": _seats(kids, model),
         "CoalWash release each ported part follows": _releases(parents, kids),
-        "tier": first.get("tags.tier"),
+        "tier": first.get("params.tier"),
         "platform": platform,
         "measurements": sorted(set(parents["measurement"])),
         "washers": sorted(set(parents["washer"])),
@@ -201,9 +187,7 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
         "gates": sorted(set(parents["gates"])),
         "store sha256": _by_tag(kids, "store", "washexp.sha256.fixture"),
         "feed sha256": _by_tag(kids, "feed", "washexp.sha256.feed"),
-        "sweeps (overrides)": sorted(
-            {f"{s}: {o}" for s, o in zip(_tag(parents, "sweep"), _tag(parents, "washexp.overrides"), strict=True)}
-        ),
+        "sweeps (overrides)": selection.sweeps(_tag(parents, "sweep"), _tag(parents, "washexp.overrides")),
     }
     return Record(
         topic="wash",
@@ -215,7 +199,6 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options) -> R
         tables=tuple(tables),
         plots=tuple(plots_out),
         appendix=(*folded, _runs_table(parents, kids)),
-        arm_runs=tuple(parents["run_id"]),
         data=_compare_data(kids, options.uri),
     )
 

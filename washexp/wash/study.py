@@ -1,7 +1,7 @@
 """A wash measurement as MLflow runs: one run per measurement x washer x gauge, one nested run
 per store (and gauge arm), or per sawtooth arm.
 
-Identity (``washexp.config.identity``): the benchmark, what the model is, the measurement's
+Identity (``washexp.config.identify``, which also makes the params): the benchmark, what the model is, the measurement's
 settings, the washer's spec (with its prompt files' sha256 for a model washer), the gauge option,
 the operator and ``gates``, the digest of the wash family's code, and the content digest of each
 store (or feed): never its path, so a store by name and by path are one condition. A store or
@@ -22,7 +22,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from washexp.config import identity
+from washexp.config import identify
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import tree_digest
 from washexp.ledger import Entry
@@ -37,8 +37,21 @@ from washexp.wash.stores import Store, load_stores
 log = logging.getLogger("washexp")
 
 MEASUREMENTS = ("ceiling", "infinity", "sawtooth")
-CODE = ("wash", "tokens.py", "needles.py", "hashing.py")
-"""What computes a wash result: the family's folder and the shared modules it matches with."""
+CODE = (
+    "washexp.wash.pipeline",
+    "washexp.wash.rounds",
+    "washexp.wash.summary",
+    "washexp.wash.sawtooth",
+    "washexp.wash.operators",
+    "washexp.wash.stores",
+    "washexp.wash.feed",
+    "washexp.wash.washers",
+)
+"""What computes a wash result: a wash, its rounds and scores, their summaries, the operator, the
+stores and feeds; what they import is found from their source
+(:func:`washexp.provenance.code_modules`). The record builders are not in it."""
+CODE_DATA = ("wash/washers/*.py", "wash/prompts/*.txt")
+"""The washers (a registry names them lazily) and the model washers' prompts."""
 
 
 def _washer(spec: dict[str, Any], model=None):
@@ -113,7 +126,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         "gates": w.gates,
         **({"served": served} if served else {}),
     }
-    ident = identity(cfg, family, sweep.shared(("code", CODE), lambda: code_digest(*CODE)))
+    ident = identify(cfg, family, sweep.shared(("code", CODE), lambda: code_digest(CODE, CODE_DATA)))
     source = sweep.shared("package_source", package_source)  # one command, one source tree
     tags = {
         "measurement": m.name,
@@ -129,10 +142,8 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         "washexp.source": tree_digest(source),
         "mlflow.source.git.commit": sweep.shared("git_commit", lambda: git_commit(sweep.root)) or "unknown",
     }
-    params = {**{k: v for k, v in tags.items() if not k.startswith(("washexp.", "mlflow.", "sweep"))}, **asdict(m)}
+    params = dict(ident.params)
     tags |= ported.releases(the_gauge.config.pins)
-    if served:
-        params["served"] = served
     if getattr(built, "confinement", None):  # what contained a command washer on this machine
         params["confinement"] = built.confinement
     gauges = {"configured": gauge_name, "off": "off"}  # an arm's gauge: what the line and run names say
@@ -147,14 +158,14 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         children = [
             Work(
                 f"arm {a}, {'washed when the gauge fires' if units[a] else 'never washed'} · {label}",
-                {**ident, "feed_sha256": tree_digest(feed_files), "arm": a},  # content, never the path
+                {**ident.spec, "feed_sha256": tree_digest(feed_files), "arm": a},  # content, never the path
                 {**params, "feed": feed.name, "arm": a},
                 {**tags, "washexp.kind": "wash-arm", "arm": a, "feed": feed.name},
                 key=a,
             )
             for a in units
         ]
-        parent_identity = {**ident, "feed_sha256": tree_digest(feed_files)}
+        parent_identity = {**ident.spec, "feed_sha256": tree_digest(feed_files)}
         manifest = {"feed": feed_files, "source": source}
 
         def compute(work: Work) -> Result:
@@ -174,7 +185,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         children = [
             Work(
                 f"{s.name} · gauge {gauges[arm]} · {kind}",  # the distinguishing part first: names are cut
-                {**ident, "store_sha256": s.digest, "arm": arm},  # content, never the path
+                {**ident.spec, "store_sha256": s.digest, "arm": arm},  # content, never the path
                 {**params, "store": s.name, "arm": arm},
                 {
                     **tags,
@@ -183,16 +194,16 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
                     "store": s.name,
                     "arm": arm,
                 },
-                key=f"{s.name}|{arm}",
+                key=(s.name, arm),
             )
             for s in stores.values()
             for arm in m.arms
         ]
-        parent_identity = {**ident, "stores": sorted(s.digest for s in stores.values())}
+        parent_identity = {**ident.spec, "stores": sorted(s.digest for s in stores.values())}
         manifest = {"source": source}
 
         def compute(work: Work) -> Result:
-            name, _, arm = work.key.rpartition("|")  # a user's folder name may hold '|'; an arm never does
+            name, arm = work.key
             store: Store = stores[name]
             expected = store.expected.to_json()  # as validated: the user's store is read once
             operator = make_operator(w.operator, tuple((n.id, n.needle) for n in store.expected.muscle))

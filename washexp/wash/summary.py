@@ -174,13 +174,14 @@ def ceiling_of(stores: list[dict[str, float]]) -> dict[str, float]:
 
 
 def measurement(name: str, config_yaml: str, manifest: dict) -> Callable[[dict], Result]:
-    def summarize(per_child: dict[str, dict[str, float] | None]) -> Result:
+    def summarize(per_child: dict[tuple[str, str], dict[str, float] | None]) -> Result:
+        """``per_child``: (store, gauge arm) -> the store run's metrics (None: it failed)."""
         out: dict[str, float] = {"stores": float(len(per_child))}
         done = {k: v for k, v in per_child.items() if v is not None}
         out["failed"] = float(len(per_child) - len(done))
-        arms = sorted({k.partition("|")[2] for k in per_child})
+        arms = sorted({arm for _, arm in per_child})
         for arm in arms:
-            rows = [v for k, v in done.items() if k.endswith("|" + arm)]
+            rows = [v for (_, a), v in done.items() if a == arm]
             if not rows:
                 continue
             prefix = f"{arm}/"
