@@ -287,8 +287,9 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
         except WashexpError as err:  # the store failed as the last runs were written
             sweep.fail(str(err), 1)
     raise_if_stopped()  # a stop whose own exception was dropped still ends the command stopped
-    for line in closing_lines(sweep.ledger, sweep.root):
-        print(line, flush=True)
+    if sweep.exit_code == 0:  # a command that could not finish ends on its one error line, and its
+        for line in closing_lines(sweep.ledger, sweep.root):  # store (full, say) is asked nothing more
+            print(line, flush=True)
     for line in dict.fromkeys(sweep.errors):
         print(f"washexp: {line}", file=sys.stderr)
     return sweep.exit_code
