@@ -154,4 +154,6 @@ def test_a_store_that_fills_mid_run_is_one_line_and_the_next_start_recovers(tmp_
     assert status.get("FINISHED", 0) < 180 and set(status) <= {"FINISHED", "RUNNING", "FAILED"}
     assert (out / "again.rc").read_text().strip() == "0", (out / "again.err").read_text()[-3000:]
     again = json.loads((out / "again.status").read_text())
-    assert again == {"FINISHED": 180, **({"KILLED": status["RUNNING"]} if status.get("RUNNING") else {})}
+    # 180 conditions and arms, plus a link run for each finished condition a redone arm reuses
+    assert again.pop("FINISHED") >= 180
+    assert again == ({"KILLED": status["RUNNING"]} if status.get("RUNNING") else {})

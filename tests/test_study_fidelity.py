@@ -97,7 +97,9 @@ def test_a_malformed_ranking_fails_only_the_top_n_contexts_of_its_generation(ser
             assert m["contexts_failed_jev"] == 1 and m["contexts_valid"] == 2
             assert m["fact_accuracy"] == pytest.approx(2 / 3)  # the failed generation scores 0, stays in
             failures = json.loads(out.artifacts["failures.json"])
-            assert list(failures) == ["g0"] and "Jev reply is not JSON" in failures["g0"]["reason"]
+            # the first ranking request answered is malformed: whichever generation sent it first
+            (failed,) = failures.values()
+            assert len(failures) == 1 and "Jev reply is not JSON" in failed["reason"]
             assert "contexts/g0.json" not in out.artifacts and "contexts/g1.json" in out.artifacts
         else:
             assert m["contexts_failed"] == 0 and m["contexts_valid"] == 3 and m["fact_accuracy"] == 1.0
