@@ -197,3 +197,24 @@ def test_user_errors_are_one_line(study, tmp_path):
         proc = export(store, tmp_path, *extra, check=False)
         assert proc.returncode == code and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
     assert not list(tmp_path.iterdir())
+
+
+def test_a_store_of_full_arms_alone_exports(tmp_path):
+    """Full carries no top-N tag, so a store holding Full arms only has no top-N column at all (the
+    export once died on it with a KeyError)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, run_cli
+
+    run_cli(["method=full", "task=[backup,refactor]"], tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "washexp.cli", "export", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
+        + ["--out", str(tmp_path / "results")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert list((tmp_path / "results").glob("compaction-reference-*.json"))

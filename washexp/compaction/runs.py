@@ -52,6 +52,8 @@ def select_arms(
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """The arm runs a record covers (see :mod:`washexp.export.selection`) and their conditions."""
     arms = selection.parents(runs, "arm", model=model, sweeps=sweeps, until=until).rename(columns=ARM_COLUMNS)
+    if "topn" not in arms:  # Full carries no top-N tag: a store of Full arms alone has no such column
+        arms["topn"] = None
     each = [Arm(m, topn_of(n)) for m, n in zip(arms["method"], arms["topn"], strict=True)]
     arms["label"] = [a.label for a in each]
     arms["order"] = [a.order for a in each]
