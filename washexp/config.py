@@ -101,7 +101,7 @@ class EndpointConfig:
 @dataclass
 class MethodConfig:
     name: str = MISSING
-    """``full``, ``S``, ``H``, an installed ``washexp.methods`` entry-point name, or ``plugin``
+    """``full``, ``none`` (the closed-book control), ``S``, ``H``, an installed ``washexp.methods`` entry-point name, or ``plugin``
     (the name is then the compactor's ``name`` attribute, else its factory's)."""
     target: str | None = None
     """A plugin's factory, ``package.module:factory`` (``method=plugin``; an entry point's own)."""
@@ -254,7 +254,7 @@ def register() -> None:
             store.store(group="washer", name=ep.name, node={"name": ep.name}, package="wash.washer")
 
 
-BUILTIN_METHODS = ("full", "S", "H", "plugin")
+BUILTIN_METHODS = ("full", "none", "S", "H", "plugin")
 """The options ``conf/method/`` defines; an entry point never shadows one."""
 BUILTIN_WASHERS = ("reference", "command", "coalwash", "plain", "plugin")
 """The options ``conf/washer/`` defines; an entry point never shadows one."""

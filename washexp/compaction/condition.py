@@ -25,7 +25,7 @@ from washexp.tokens import count
 
 CEILING_TOPN = 5
 """The ceiling is sized so the whole N sweep (up to Top 5) fits."""
-METHOD_ORDER = ("full", "S", "H")
+METHOD_ORDER = ("full", "none", "S", "H")
 
 
 @dataclass(frozen=True)
@@ -37,13 +37,14 @@ class Arm:
 
     @property
     def label(self) -> str:
-        if self.topn is None:
+        if self.topn is None:  # Full, the closed book (``none``), a whole plugin
             return "Full" if self.method == "full" else self.method
         return f"{self.method} top{self.topn}"
 
     @property
     def order(self) -> tuple[int, str, int]:
-        """Full first, then S top0..N, then H top0..N, then plugins by name, each top0..N."""
+        """Full first, the closed book next, then S top0..N, then H top0..N, then plugins by name,
+        each top0..N."""
         known = self.method in METHOD_ORDER
         rank = METHOD_ORDER.index(self.method) if known else len(METHOD_ORDER)
         return (rank, "" if known else self.method, -1 if self.topn is None else self.topn)
@@ -89,7 +90,7 @@ def outcome(
     it uses). The method says what it is (``whole``, ``checked``); its name is never asked."""
     method = method or builtin(arm.method, impl)
     if method.whole:
-        return Outcome(full_context(task))
+        return Outcome(method.context(task))
     made = method.part(cache, task, g, sizes.allowance)
     if not made.ok:
         return Outcome(None, made.failure, failed=method.role)

@@ -4,6 +4,7 @@ Every context keeps the same system prompt, the same original task and the same 
 only the middle differs:
 
 - Full: the collection history (tool calls and results), the final report excluded;
+- closed book (``method=none``): nothing: the system prompt, the task and the follow-up alone;
 - fused: one ``Summary:`` carrier holding the summary body (S or H) and, for Top N > 0, the
   selected units rendered whole, in source order.
 """
@@ -92,6 +93,11 @@ def _frame(task: Task, middle: list[dict]) -> tuple[dict, ...]:
 def full_context(task: Task) -> Context:
     middle = [to_wire(m) for m in task.history]
     return Context(_frame(task, middle), units=tuple(u.index for u in task.units))
+
+
+def closed_book_context(task: Task) -> Context:
+    """No evidence and no summary: what a reader answers from the question alone."""
+    return Context(_frame(task, []), units=())
 
 
 def carrier(summary: str, rendered_units: list[str]) -> str:

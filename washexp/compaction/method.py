@@ -2,7 +2,9 @@
 
 A method answers four questions (:class:`Method`):
 
-- ``whole``: is its context the whole collection history (Full-like, Top N ignored)?
+- ``whole``: is its context fixed by the task alone (Top N ignored, no frozen parts)? Full's is the
+  whole collection history, the closed book's (``none``) no evidence at all; ``context(task)``
+  builds it;
 - ``part(cache, task, g, allowance)``: its body for one generation, made once per task and
   generation and kept by the :class:`~washexp.compaction.frozen.FrozenCache` (a ``str`` for an
   unchecked method, a :class:`~washexp.compaction.checkpoint.Checkpoint` for a checked one);
@@ -12,7 +14,7 @@ A method answers four questions (:class:`Method`):
 - ``spec``: what it was built from (name, implementation, a plugin's target, args, package and
   version), logged as params and hashed into the condition's identity.
 
-Full, S and H are three small implementations here; a plugin (``washexp.compaction.plugin``) is a
+Full, the closed book (``none``), S and H are four small implementations here; a plugin (``washexp.compaction.plugin``) is a
 fourth, built from any importable factory. Top N (the Jev ranking) is the arm's, not the method's:
 every non-whole method is fused with its Top-N units.
 """
@@ -24,8 +26,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from washexp.compaction import h_hermes, h_native
 from washexp.compaction.checkpoint import Checkpoint
+from washexp.compaction.context import closed_book_context, full_context
 
 if TYPE_CHECKING:
+    from washexp.compaction.context import Context
     from washexp.compaction.fixtures import Task
     from washexp.compaction.frozen import FrozenCache, Made
 
@@ -39,6 +43,10 @@ class Method(Protocol):
     spec: dict[str, Any]
 
     def part(self, cache: FrozenCache, task: Task, generation: int, allowance: int) -> Made: ...
+
+    def context(self, task: Task) -> Context:
+        """A whole method's context (only asked when ``whole``)."""
+        ...
 
     def describe(self, cp: Checkpoint | None) -> dict[str, Any]:
         """A checked method's body, as a condition's ``summary/g<N>.checkpoint.json`` records it."""
@@ -56,6 +64,30 @@ class Full:
     def part(self, cache, task, generation, allowance):  # pragma: no cover - never asked: whole
         raise NotImplementedError("Full has no body")
 
+    def context(self, task):
+        return full_context(task)
+
+    def describe(self, cp):  # pragma: no cover
+        return {}
+
+
+@dataclass(frozen=True)
+class ClosedBook:
+    """The closed-book control (``method=none``): the system prompt, the task and the follow-up,
+    no evidence and no summary. What a reader answers here it answers without the evidence."""
+
+    name: str = "none"
+    whole: bool = True
+    checked: bool = False
+    role: str = "none"
+    spec: dict[str, Any] = field(default_factory=lambda: {"name": "none"})
+
+    def part(self, cache, task, generation, allowance):  # pragma: no cover - never asked: whole
+        raise NotImplementedError("the closed book has no body")
+
+    def context(self, task):
+        return closed_book_context(task)
+
     def describe(self, cp):  # pragma: no cover
         return {}
 
@@ -72,6 +104,9 @@ class Summary:
 
     def part(self, cache, task, generation, allowance):
         return cache.summary(task, generation, allowance)
+
+    def context(self, task):  # pragma: no cover - never asked: not whole
+        raise NotImplementedError("S is fused with its Top-N units")
 
     def describe(self, cp):  # pragma: no cover - unchecked
         return {}
@@ -94,6 +129,9 @@ class Checkpointed:
     def part(self, cache, task, generation, allowance):
         return cache.checkpoint(task, generation, allowance, self.impl)
 
+    def context(self, task):  # pragma: no cover - never asked: not whole
+        raise NotImplementedError("H is fused with its Top-N units")
+
     def describe(self, cp):
         if cp is None:
             return {"impl": self.impl}
@@ -110,10 +148,10 @@ def attempts_record(cp: Checkpoint) -> dict[str, Any]:
     return {"valid": cp.valid, "failure": cp.failure, "attempts": [asdict(a) for a in cp.attempts]}
 
 
-BUILTINS = {"full": Full, "S": Summary, "H": Checkpointed}
-"""The study's methods, by the name ``conf/method/<name>.yaml`` gives them."""
+BUILTINS = {"full": Full, "none": ClosedBook, "S": Summary, "H": Checkpointed}
+"""The study's methods and the closed-book control, by the name ``conf/method/<name>.yaml`` gives them."""
 
 
 def builtin(name: str, h_impl: str = "native") -> Method:
-    """Full, S or H (``h_impl``: H's implementation, checked by ``frozen.h_impl_for``)."""
+    """Full, the closed book, S or H (``h_impl``: H's implementation, checked by ``frozen.h_impl_for``)."""
     return Checkpointed(h_impl) if BUILTINS[name] is Checkpointed else BUILTINS[name]()

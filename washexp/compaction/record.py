@@ -16,7 +16,7 @@ import json
 import pandas as pd
 
 from washexp import __version__
-from washexp.compaction import record_notes, record_tables
+from washexp.compaction import record_closed, record_notes, record_tables
 from washexp.compaction.record_data import compare_data
 from washexp.compaction.runs import metric, score, study_runs, topn_of, value
 from washexp.export import bootstrap, plots, selection
@@ -41,6 +41,7 @@ def build(runs: pd.DataFrame, options) -> list[Record]:
         conds = study.conditions[study.conditions["arm_run_id"].isin(arms["run_id"])]
         record = _record(arms, conds, study.notes, options.experiment)
         final = arms[arms["phase"] == "final"]
+        record = _with_closed_book(record, final, conds, options.uri)
         records.append(dataclasses.replace(record, data=compare_data(final, conds, options.uri)))
     return records
 
@@ -161,6 +162,19 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         plots=record_plots,
         appendix=(_runs_table(arms, conds),),
     )
+
+
+def _with_closed_book(record: Record, final: pd.DataFrame, conds: pd.DataFrame, uri: str) -> Record:
+    """The closed-book arm's note (its fact accuracy beside Full's) and per-field table, after the arms."""
+    measured = bool(metric(conds, "fact_accuracy").notna().any())
+    notes, table = record_closed.closed_book(final, conds[conds["arm_run_id"].isin(final["run_id"])], uri, measured)
+    if not notes:
+        return record
+    tables = list(record.tables)
+    if table is not None:
+        at = next(i for i, t in enumerate(tables) if not t.key.startswith("arms_"))
+        tables.insert(at, table)
+    return dataclasses.replace(record, notes=(*record.notes, *notes), tables=tuple(tables))
 
 
 def _over_window(conds: pd.DataFrame) -> pd.Series:
@@ -294,7 +308,7 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks)
         return ()
     by_cohort, full, points = {}, {}, {}
     for c in cohorts:
-        series = {m: [] for m in dict.fromkeys(["S", "H", *final["method"]]) if m != "full"}
+        series = {m: [] for m in dict.fromkeys(["S", "H", *final["method"]]) if m not in ("full", "none")}
         points[c] = []
         for _, a in final.iterrows():
             v, tokens = value(a, f"{c}/{score}"), value(a, f"{c}/input_tokens")
