@@ -101,8 +101,8 @@ class EndpointConfig:
 @dataclass
 class MethodConfig:
     name: str = MISSING
-    """``full``, ``none`` (the closed-book control), ``S``, ``H``, an installed ``washexp.methods`` entry-point name, or ``plugin``
-    (the name is then the compactor's ``name`` attribute, else its factory's)."""
+    """``full``, ``none`` (the closed-book control), ``S``, ``H``, an installed ``washexp.methods``
+    entry-point name, or ``plugin`` (the name is then the compactor's ``name`` attribute, else its factory's)."""
     target: str | None = None
     """A plugin's factory, ``package.module:factory`` (``method=plugin``; an entry point's own)."""
     args: Any = None

@@ -14,8 +14,8 @@ A method answers four questions (:class:`Method`):
 - ``spec``: what it was built from (name, implementation, a plugin's target, args, package and
   version), logged as params and hashed into the condition's identity.
 
-Full, the closed book (``none``), S and H are four small implementations here; a plugin (``washexp.compaction.plugin``) is a
-fourth, built from any importable factory. Top N (the Jev ranking) is the arm's, not the method's:
+Full, the closed book (``none``), S and H are four small implementations here; a plugin
+(``washexp.compaction.plugin``) is a fifth, built from any importable factory. Top N (the Jev ranking) is the arm's, not the method's:
 every non-whole method is fused with its Top-N units.
 """
 

@@ -74,7 +74,8 @@ def closed_book(final: pd.DataFrame, conds: pd.DataFrame, uri: str, measured: bo
     )
     if not measured:
         note += " Offline there is no reader: the arm shows retention only."
-    return notes, Table("closed_book_fields", "Fields: the closed book (method=none) beside Full", columns, tuple(rows), note)
+    title = "Fields: the closed book (method=none) beside Full"
+    return notes, Table("closed_book_fields", title, columns, tuple(rows), note)
 
 
 def _note(arm: pd.Series, full: pd.Series | None, measured: bool) -> str:

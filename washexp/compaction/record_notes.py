@@ -33,7 +33,8 @@ def method_notes(arms: pd.DataFrame, reference: bool) -> list[str]:
     labels = sorted({str(v) for v in arms.get("params.h_label", pd.Series(dtype=object)).dropna()} - {"n/a"})
     if labels:
         notes.append(f"H is {'; '.join(labels)}.")
-    plugins = sorted({str(m) for m in arms.get("method", pd.Series(dtype=object)).dropna()} - {"full", "none", "S", "H"})
+    builtin = {"full", "none", "S", "H"}
+    plugins = sorted({str(m) for m in arms.get("method", pd.Series(dtype=object)).dropna()} - builtin)
     if plugins:
         notes.append(
             f"Plugin methods ({', '.join(plugins)}; their specs under provenance) answer to H's validity rule: "
