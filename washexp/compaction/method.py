@@ -15,8 +15,8 @@ A method answers four questions (:class:`Method`):
   version), logged as params and hashed into the condition's identity.
 
 Full, the closed book (``none``), S and H are four small implementations here; a plugin
-(``washexp.compaction.plugin``) is a fifth, built from any importable factory. Top N (the Jev ranking) is the arm's, not the method's:
-every non-whole method is fused with its Top-N units.
+(``washexp.compaction.plugin``) is a fifth, built from any importable factory. Top N (the Jev
+ranking) is the arm's, not the method's: every non-whole method is fused with its Top-N units.
 """
 
 from __future__ import annotations
