@@ -55,6 +55,10 @@ class ModelConfig:
     as such. Unused by the deterministic reference backend."""
     max_tokens: int = 1024
     """The output cap of every call (S, H on both paths, Jev, the reader)."""
+    repeats: int = 1
+    """Reruns of the answering step at ``temperature``: each repeat answers every context
+    ``answers_per_context`` times again, its calls recorded apart (never replayed as one), and the
+    record reports the spread between repeats. At 1 (the default) it is left out of every identity."""
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Sent with every request as the OpenAI client's ``extra_body`` (e.g. ``chat_template_kwargs``)."""
 
@@ -226,10 +230,13 @@ def identify(cfg: Config, family: dict[str, Any], code: str, model: dict[str, An
     """What determines a result: the benchmark, what the model is (``model``: the family's view
     of ``cfg.model``, default all of it), the family's own settings (as the family normalises
     them, each the spec of a component a condition calls) and the digest of the code that
-    computes it. How the model is reached, where results go and ``rerun`` never enter. The params
+    computes it. How the model is reached, where results go and ``rerun`` never enter, nor
+    ``model.repeats`` at its default (1). The params
     are the same values: the model's fields (its name as ``model``), the family's, and ``code``
     (a None is left out: Full's top-N)."""
     model = asdict(cfg.model) if model is None else model
+    if model.get("repeats") == 1:  # the default keeps the identity every condition had before repeats
+        model = {k: v for k, v in model.items() if k != "repeats"}
     spec = {"benchmark": cfg.benchmark.name, "model": model, cfg.benchmark.name: family, "code": code}
     params = {"model": model["name"], **{k: v for k, v in model.items() if k != "name"}, **family, "code": code}
     return Identity(spec, {k: v for k, v in params.items() if v is not None})  # absent, never "None" or "n/a"

@@ -43,6 +43,26 @@ _SUMS_IF_MEASURED = (
 )
 
 
+REPEAT = "fact_accuracy/r"
+"""``model.repeats`` > 1: each repeat's fact accuracy, ``fact_accuracy/r<k>``."""
+
+
+def _repeat_spread(out: dict, per_task: dict, cohorts: dict[str, str], repeats: list[str]) -> None:
+    """Between-repeat spread of an arm per cohort: max - min and the population SD of the repeats'
+    cohort means, and the mean over tasks of each task's own spread."""
+    for cohort in ("primary", "control", "all"):
+        means = [out.get(f"{cohort}/{k}") for k in repeats]
+        if None in means:
+            continue
+        m = sum(means) / len(means)
+        out[f"{cohort}/fact_accuracy_repeat_spread"] = max(means) - min(means)
+        out[f"{cohort}/fact_accuracy_repeat_sd"] = (sum((x - m) ** 2 for x in means) / len(means)) ** 0.5
+        within = [
+            per_task[t].get("fact_accuracy_repeat_spread", 0.0) for t in per_task if cohort in ("all", cohorts[t])
+        ]
+        out[f"{cohort}/fact_accuracy_task_repeat_spread"] = sum(within) / len(within)
+
+
 def arm_metrics(per_task: dict[str, dict[str, float]], cohorts: dict[str, str]) -> dict[str, float]:
     """Cohort aggregates of an arm: tasks weighted equally, a failed condition counted as 0
     (a failed condition's entry is ``{"failed": 1.0, "contexts": generations}``)."""
@@ -50,13 +70,16 @@ def arm_metrics(per_task: dict[str, dict[str, float]], cohorts: dict[str, str]) 
     # Conditions finish in any order under concurrency; float sums must not depend on it.
     per_task = dict(sorted(per_task.items()))
     measured = {k for m in per_task.values() for k in m}
-    for key in _SCORES:
+    repeats = sorted((k for k in measured if k.startswith(REPEAT)), key=lambda k: int(k[len(REPEAT) :]))
+    for key in (*_SCORES, *repeats):
         if key not in measured:
             continue  # e.g. no reader: accuracy is absent, never 0
         scores = {t: m.get(key, 0.0) for t, m in per_task.items()}
         for cohort, value in cohort_means(scores, cohorts).items():
             if value is not None:
                 out[f"{cohort}/{key}"] = value
+    if repeats:
+        _repeat_spread(out, per_task, cohorts, repeats)
     for cohort in ("primary", "control", "all"):
         members = [m for t, m in per_task.items() if cohort in ("all", cohorts[t])]
         if not members:

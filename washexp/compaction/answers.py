@@ -19,22 +19,31 @@ class Graded:
     """The recordings of the answers."""
 
 
-def grade_answers(task: Task, gens, answers: int, where: dict) -> Graded:
+def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1) -> Graded:
     """Wait for every answer of every generation, grade it; a context that is not there scores 0
     per answer. ``api_input_tokens``: the endpoint's own input count of each answered context
-    (``/g<N>`` per generation, the record compares them with Full's), mean and total."""
+    (``/g<N>`` per generation, the record compares them with Full's), mean and total.
+
+    ``repeats`` > 1 (``model.repeats``): a generation's answers are ``answers`` per repeat, repeat
+    by repeat; its score pools them all (the mean of the repeats' scores), each repeat's own score
+    is ``fact_accuracy/r<k>``, and ``fact_accuracy_repeat_spread`` / ``_sd`` say how far the
+    repeats differ (max - min, and the population standard deviation). At 1 nothing is added."""
     acc, correct, rows, keys, artifacts = [], [], [], [], {}
     api_tokens: dict[int, float] = {}
+    per_repeat: list[list[list[float]]] = [[] for _ in range(repeats)]
     for gen in gens:
         if not gen.valid:
-            acc.append([0.0] * answers)
-            correct.append([0.0] * answers)
+            acc.append([0.0] * answers * repeats)
+            correct.append([0.0] * answers * repeats)
+            for r in range(repeats):
+                per_repeat[r].append([0.0] * answers)
             continue
         replies = [future.result() for future in gen.answers]
         grades = [grade(task, reply.text) for reply in replies]
-        for a, gr in enumerate(grades):
+        for i, gr in enumerate(grades):
+            where_answer = {"answer": i % answers, **({"repeat": i // answers} if repeats > 1 else {})}
             rows += [
-                {**where, "generation": gen.g, "answer": a, "field": f, "correct": ok, "malformed": gr.malformed}
+                {**where, "generation": gen.g, **where_answer, "field": f, "correct": ok, "malformed": gr.malformed}
                 for f, ok in gr.fields.items()
             ]
         counted = [r.prompt_tokens for r in replies if r.prompt_tokens is not None]
@@ -43,12 +52,20 @@ def grade_answers(task: Task, gens, answers: int, where: dict) -> Graded:
         keys += [r.key for r in replies if r.key]
         artifacts[f"answers/g{gen.g}.json"] = to_json(
             [
-                {"text": r.text, "prompt_tokens": r.prompt_tokens, "fields": gr.fields, "malformed": gr.malformed}
-                for r, gr in zip(replies, grades, strict=True)
+                {
+                    "text": r.text,
+                    "prompt_tokens": r.prompt_tokens,
+                    "fields": gr.fields,
+                    "malformed": gr.malformed,
+                    **({"repeat": i // answers} if repeats > 1 else {}),
+                }
+                for i, (r, gr) in enumerate(zip(replies, grades, strict=True))
             ]
         )
         acc.append([gr.score for gr in grades])
         correct.append([float(gr.all_correct) for gr in grades])
+        for r in range(repeats):
+            per_repeat[r].append([gr.score for gr in grades[r * answers : (r + 1) * answers]])
     metrics = {
         "fact_accuracy": task_score(acc),
         "all_fields_correct": task_score(correct),
@@ -56,4 +73,18 @@ def grade_answers(task: Task, gens, answers: int, where: dict) -> Graded:
         "api_input_tokens_total": float(sum(api_tokens.values())) if api_tokens else None,
         **{f"api_input_tokens/g{g}": t for g, t in api_tokens.items()},
     }
+    if repeats > 1:
+        metrics |= repeat_metrics([task_score(r) for r in per_repeat])
     return Graded(metrics, artifacts, {"grades.json": rows}, keys)
+
+
+def repeat_metrics(scores: list[float | None]) -> dict[str, float | None]:
+    """Each repeat's fact accuracy (``fact_accuracy/r<k>``), their spread (max - min) and their
+    population standard deviation; None where a repeat has no score."""
+    out: dict[str, float | None] = {f"fact_accuracy/r{k}": s for k, s in enumerate(scores)}
+    known = [s for s in scores if s is not None]
+    if len(known) == len(scores) and known:
+        m = sum(known) / len(known)
+        out["fact_accuracy_repeat_spread"] = max(known) - min(known)
+        out["fact_accuracy_repeat_sd"] = (sum((s - m) ** 2 for s in known) / len(known)) ** 0.5
+    return out

@@ -137,16 +137,18 @@ def run_condition(
     answers: int,
     h_impl: str = "native",
     method: Method | None = None,
+    repeats: int = 1,
 ) -> ConditionResult:
     """Metrics, artifacts and MLflow tables of one condition (see :class:`ConditionResult`).
-    ``method``: the arm's method (default: the study's method ``arm.method`` names)."""
+    ``method``: the arm's method (default: the study's method ``arm.method`` names); ``repeats``:
+    how many times the answering step runs (``model.repeats``)."""
     method = method or builtin(arm.method, h_impl)
     roles = cache.roles
     sizes = task_sizes(task, cache, generations, full_only=method.whole)
     if method.checked:  # the checked bodies of all generations at once
         roles.each(lambda g: method.part(cache, task, g, sizes.allowance), generations)
     gens: list[Generation] = [
-        generation(task, outcome(task, arm, cache, g, sizes, method=method), g, roles, answers)
+        generation(task, outcome(task, arm, cache, g, sizes, method=method), g, roles, answers, repeats)
         for g in range(generations)
     ]
     where = {"task": task.id, "method": arm.method, "topn": arm.topn}
@@ -172,7 +174,7 @@ def run_condition(
     metrics = condition_metrics(task, gens, sizes, parts)
     keys = [k for made in (*parts["S"], *parts["Jev"], *parts["H"]) for k in made.keys]
     if roles.read:
-        graded = grade_answers(task, gens, answers, where)
+        graded = grade_answers(task, gens, answers, where, repeats)
         metrics |= graded.metrics
         artifacts |= graded.artifacts
         tables |= graded.tables

@@ -47,8 +47,9 @@ class Generation:
         return retention(self.missing) if self.valid else 0.0
 
 
-def generation(task: Task, out: Outcome, g: int, roles: Roles, answers: int) -> Generation:
-    """Measure retention and submit the answers (a context that is not there is never answered)."""
+def generation(task: Task, out: Outcome, g: int, roles: Roles, answers: int, repeats: int = 1) -> Generation:
+    """Measure retention and submit the answers (a context that is not there is never answered):
+    ``answers`` per repeat of the answering step, repeat by repeat (``model.repeats``)."""
     missing = (
         retained_fields(task, out.context.evidence_text)
         if out.context
@@ -56,7 +57,7 @@ def generation(task: Task, out: Outcome, g: int, roles: Roles, answers: int) -> 
     )
     gen = Generation(g, out, missing)
     if roles.read and gen.valid:
-        jobs = [ReadJob(task.id, out.context.messages, g, a) for a in range(answers)]
+        jobs = [ReadJob(task.id, out.context.messages, g, a, r) for r in range(repeats) for a in range(answers)]
         gen.answers = [roles.pool.submit(roles.read, j) if roles.pool else _done(roles.read, j) for j in jobs]
     return gen
 

@@ -83,9 +83,9 @@ def openai_backend(model, endpoint, root: Path, gone=None) -> Roles:
     extra = dict(model.extra_body or {})
     sampled = model.generation_temperature
 
-    def request(messages, generation: int, answer: int = 0, temperature=sampled) -> ChatRequest:
+    def request(messages, generation: int, answer: int = 0, temperature=sampled, repeat: int = 0) -> ChatRequest:
         # One output cap for every call (Hermes' own request sends none).
-        return ChatRequest(tuple(messages), temperature, model.max_tokens, extra, generation, answer)
+        return ChatRequest(tuple(messages), temperature, model.max_tokens, extra, generation, answer, repeat)
 
     def user(text: str) -> list[dict]:
         return [{"role": "user", "content": text}]
@@ -127,7 +127,8 @@ def openai_backend(model, endpoint, root: Path, gone=None) -> Roles:
         return rec.chat(request(messages, generation), task_id, role)
 
     def read(job: ReadJob) -> ChatResponse:
-        return rec.chat(request(job.messages, job.generation, job.answer, model.temperature), job.task_id, "read")
+        req = request(job.messages, job.generation, job.answer, model.temperature, job.repeat)
+        return rec.chat(req, job.task_id, "read")
 
     spec = {
         "backend": "openai",

@@ -55,6 +55,8 @@ class ReadJob:
     messages: tuple[dict, ...]
     generation: int
     answer: int
+    repeat: int = 0
+    """Which rerun of the answering step (``model.repeats``); each is its own recorded call."""
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,8 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
     c = cfg.compaction
     if c.topn < 0:
         raise ConfigError(f"topn={c.topn}: must be >= 0")
+    if cfg.model.repeats < 1:
+        raise ConfigError(f"model.repeats={cfg.model.repeats}: must be >= 1 (1: the answering step once)")
     if c.phase not in PHASES:
         raise ConfigError(f"phase={c.phase!r}: expected one of {', '.join(PHASES)}")
     folder = sweep.root / cfg.benchmark.fixtures  # read once per command, as the source and commit
@@ -147,9 +149,13 @@ def calls(method: Method, roles: Roles) -> set[str]:
 
 
 def _model(cfg, roles: Roles) -> dict[str, Any]:
-    """What the model is, as far as these conditions use it: no answers without a reader."""
+    """What the model is, as far as these conditions use it: no answers (and no repeats of the
+    answering step) without a reader."""
     model = asdict(cfg.model)
-    return model if roles.read else {**model, "answers_per_context": 0}
+    if roles.read:
+        return model
+    # no reader, no answering step: its repeats change nothing either
+    return {**{k: v for k, v in model.items() if k != "repeats"}, "answers_per_context": 0}
 
 
 def _code() -> str:
@@ -180,11 +186,11 @@ def run_job(cfg, job, sweep) -> None:
         lambda: open_tracker(t.enabled, t.uri, t.artifacts, t.experiment or cfg.benchmark.name, sweep.root),
     )
     tasks = {t.id: t for t in plan.tasks}
-    generations, answers = cfg.model.generations, cfg.model.answers_per_context
+    generations, answers, repeats = cfg.model.generations, cfg.model.answers_per_context, cfg.model.repeats
 
     def compute(work: Work) -> Result:
         task = tasks[work.key]
-        out = run_condition(task, plan.arm, plan.cache, generations, answers, method=plan.method)
+        out = run_condition(task, plan.arm, plan.cache, generations, answers, method=plan.method, repeats=repeats)
         artifacts = {**out.artifacts, "config.yaml": plan.config_yaml}
         return Result(out.metrics, artifacts, out.tables, {"fixture": task.files, "source": plan.source})
 

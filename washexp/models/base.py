@@ -19,6 +19,9 @@ class ChatRequest:
     """Which independent generation (S/H/Jev/reader) the call belongs to; part of its identity."""
     answer: int = 0
     """Which answer of a context (the reader's two draws at temperature 0 are two calls)."""
+    repeat: int = 0
+    """Which rerun of the answering step (``model.repeats``): another repeat is another call, never a
+    replay of the first; 0 leaves the request (and its recording key) as it was before repeats."""
 
 
 @dataclass(frozen=True)
