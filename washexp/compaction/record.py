@@ -16,9 +16,9 @@ import json
 import pandas as pd
 
 from washexp import __version__
-from washexp.compaction import record_closed, record_notes, record_tables
+from washexp.compaction import record_closed, record_notes, record_tables, record_variance
 from washexp.compaction.record_data import compare_data
-from washexp.compaction.runs import metric, score, study_runs, topn_of, value
+from washexp.compaction.runs import metric, study_runs, topn_of, value
 from washexp.export import bootstrap, plots, selection
 from washexp.export.records import Column, Plot, Record, Table
 from washexp.models.base import OverWindow
@@ -39,14 +39,14 @@ def build(runs: pd.DataFrame, options) -> list[Record]:
     records = []
     for _, arms in study.arms.groupby("model", sort=True):
         conds = study.conditions[study.conditions["arm_run_id"].isin(arms["run_id"])]
-        record = _record(arms, conds, study.notes, options.experiment)
+        record = _record(arms, conds, study.notes, options.experiment, options.uri)
         final = arms[arms["phase"] == "final"]
         record = _with_closed_book(record, final, conds, options.uri)
         records.append(dataclasses.replace(record, data=compare_data(final, conds, options.uri)))
     return records
 
 
-def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], experiment: str) -> Record:
+def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], experiment: str, uri: str) -> Record:
     final = arms[arms["phase"] == "final"]
     pre = arms[arms["phase"] != "final"]
     fconds = conds[conds["arm_run_id"].isin(final["run_id"])]
@@ -62,7 +62,7 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
 
     times = pd.concat([arms["end_time"], conds["end_time"], arms["start_time"]]).dropna()
     date = times.max().tz_convert("UTC").strftime("%Y-%m-%d")
-    per_task = _per_task_scores(fconds, score)
+    per_task = record_variance.nested_scores(fconds, uri, score)
     has_full = "Full" in set(final["label"])
 
     notes = [
@@ -83,9 +83,8 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
     )
     notes.append(
         f"n is small: {n_tasks['primary']} primary and {n_tasks['control']} control tasks. "
-        f"Intervals are 95% paired bootstrap intervals over tasks ({bootstrap.RESAMPLES:,} "
-        f"resamples, seed {bootstrap.SEED}); with this few tasks they are coarse and likely "
-        "too narrow. Read them as rough ranges, not as tests."
+        f"Intervals are 95% paired percentile intervals, tasks paired between arms ({bootstrap.describe()}); "
+        "with this few tasks they are coarse and likely too narrow. Read them as rough ranges, not as tests."
     )
     if not measured:
         notes.append(f"Fact accuracy and all-fields-correct: {not_measured} (never counted as 0).")
@@ -126,6 +125,9 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
     tables.append(generations)
     tables.append(record_tables.failed_contexts_table(fconds))
     tables += _interval_tables(per_task, cohort_of, final, score_name)
+    repeats = record_variance.repeats_table(final)
+    if repeats is not None:
+        tables.append(repeats)
     tables.append(_preflight_table(pre))
 
     stem = f"compaction-{platform}-{date}"
@@ -183,17 +185,8 @@ def _over_window(conds: pd.DataFrame) -> pd.Series:
     return (conds["status"] == "FAILED") & (error == OVER_WINDOW)
 
 
-def _per_task_scores(conds: pd.DataFrame, key: str) -> dict[str, dict[str, float]]:
-    """arm label -> task -> score, a failed condition as 0."""
-    out: dict[str, dict[str, float]] = {}
-    for _, row in conds.iterrows():
-        v = score(row, key)
-        out.setdefault(row["label"], {})[row["task"]] = 0.0 if v is None else v
-    return out
-
-
 def _interval_tables(
-    per_task: dict[str, dict[str, float]], cohort_of: dict[str, str], final: pd.DataFrame, score_name: str
+    per_task: dict[str, bootstrap.Nested], cohort_of: dict[str, str], final: pd.DataFrame, score_name: str
 ) -> list[Table]:
     arms = final.sort_values("order", kind="stable")
     full = arms[arms["method"] == "full"]["label"].tolist()
@@ -211,7 +204,7 @@ def _interval_tables(
         for cohort in COHORTS:
             for a, b in todo:
                 ia = {t: v for t, v in per_task.get(a, {}).items() if cohort_of.get(t) == cohort}
-                iv = bootstrap.paired(ia, per_task.get(b, {}))
+                iv = bootstrap.hierarchical(ia, per_task.get(b, {}))
                 if iv:
                     rows.append(
                         {
@@ -242,7 +235,8 @@ def _interval_tables(
                 title,
                 columns,
                 tuple(rows),
-                note="Paired over the tasks both arms ran; n is small, so the interval is rough.",
+                note=f"Paired over the tasks both arms ran; {bootstrap.describe()}. n is small, so the interval "
+                "is rough.",
             )
         )
     return out
