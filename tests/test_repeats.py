@@ -20,6 +20,8 @@ from tests.conftest import ROOT, run_cli
 from tests.openai_server import Script, serve
 from tests.test_export import export
 from washexp.app import JobInfo, expand_short_keys
+from washexp.compaction.aggregate import arm_metrics
+from washexp.compaction.answers import repeat_metrics
 from washexp.compaction.study import plan_arm
 from washexp.config import register
 from washexp.errors import ConfigError
@@ -182,6 +184,25 @@ def test_the_record_reports_the_between_repeat_spread_and_its_intervals(served):
     assert "intervals: hierarchical bootstrap over tasks, generations within a task, answers within a generation" in md
     (row,) = [r for r in record["tables"]["vs_full"]["rows"] if r["cohort"] == "control"]
     assert row["a"] == "none" and row["diff"] == pytest.approx(1 / 3 - 1.0)
+
+
+def test_spread_between_repeats_by_hand():
+    m = repeat_metrics([1.0, 0.5])
+    assert m == {"fact_accuracy/r0": 1.0, "fact_accuracy/r1": 0.5} | {
+        "fact_accuracy_repeat_spread": 0.5,
+        "fact_accuracy_repeat_sd": 0.25,
+    }
+    per_task = {
+        "a": {"fact_accuracy": 0.75, "contexts": 1.0, "contexts_valid": 1.0, **m},
+        "b": {"fact_accuracy": 0.5, "contexts": 1.0, "contexts_valid": 1.0, **repeat_metrics([0.5, 0.5])},
+        "c": {"failed": 1.0, "contexts": 1.0},  # a failed condition: 0 in every repeat
+    }
+    out = arm_metrics(per_task, {"a": "control", "b": "control", "c": "control"})
+    assert out["control/fact_accuracy/r0"] == pytest.approx(1.5 / 3) and out["control/fact_accuracy/r1"] == 1 / 3
+    assert out["control/fact_accuracy_repeat_spread"] == pytest.approx(0.5 / 3)
+    assert out["control/fact_accuracy_repeat_sd"] == pytest.approx(0.25 / 3)
+    assert out["control/fact_accuracy_task_repeat_spread"] == pytest.approx(0.5 / 3)
+    assert "fact_accuracy_repeat_spread" not in repeat_metrics([1.0, None])
 
 
 def _expected(task_id: str) -> dict:
