@@ -5,6 +5,15 @@ the identities of the older measurements left as they were."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, run_cli
+from tests.wash_model_server import WashScript, serve
 from washexp.config import MeasurementConfig
 from washexp.wash import chain, compressor, controlled
 from washexp.wash.cutters import Cut, Cutter
@@ -124,3 +133,105 @@ def test_the_older_measurements_keep_their_identity_keys():
     spec = measurement_spec(MeasurementConfig(name="controlled"))
     assert spec["target_pct"] == 50 and spec["repeats"] == 4 and "passes" not in spec
     assert {"passes", "pass_keep_pct"} <= set(measurement_spec(MeasurementConfig(name="chain")))
+
+
+# --- through run.py: offline on a committed store and a store by path; a rerun; the record -------
+
+SWEEP = ["-m", "benchmark=wash", "measurement=controlled,chain"]
+
+
+def _finished(tracking: Path) -> int:
+    db = sqlite3.connect(tracking / "mlflow.db")
+    return db.execute(
+        "select count(*) from runs r join tags t on t.run_uuid = r.run_uuid "
+        "where t.key = 'washexp.kind' and t.value != 'link'"
+    ).fetchone()[0]
+
+
+def _export(tracking: Path, out: Path) -> dict:
+    args = [
+        sys.executable,
+        "-m",
+        "washexp.cli",
+        "export",
+        "--experiment",
+        "wash",
+        "--tracking-uri",
+        f"sqlite:///{tracking / 'mlflow.db'}",
+        "--out",
+        str(out),
+    ]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert len(list(out.glob("wash-*-controlled.png"))) == 1 and len(list(out.glob("wash-*-chain.png"))) == 1
+    return json.loads(next(out.glob("wash-*.json")).read_text(encoding="utf-8"))
+
+
+def test_offline_on_a_committed_store_and_one_by_path_a_rerun_creates_no_runs(tmp_path):
+    mine = tmp_path / "my-store"
+    shutil.copytree(ROOT / "fixtures" / "wash" / "superseded", mine)
+    before = {p.name: (p.read_bytes(), p.stat().st_mode) for p in mine.iterdir()}
+    (tmp_path / "t").mkdir()
+    run_cli([*SWEEP, f"store=[lean,{mine}]"], tmp_path / "t")
+    made = _finished(tmp_path / "t")
+    assert made == 2 + 2 * 2  # two measurements, each a run per store
+    assert {p.name: (p.read_bytes(), p.stat().st_mode) for p in mine.iterdir()} == before  # scratch copies only
+    run_cli([*SWEEP, f"store=[lean,{mine}]"], tmp_path / "t")
+    assert _finished(tmp_path / "t") == made  # the rerun creates no runs
+    record = _export(tmp_path / "t", tmp_path / "out")
+    rows = {r["arm"]: r for r in record["tables"]["controlled"]["rows"]}
+    assert set(rows) == {"unchecked", "gated reference", "truncate"}
+    assert rows["unchecked"]["recall_pct"] == 100.0 and rows["truncate"]["recall_pct"] < 100.0
+    assert "lean" in rows["gated reference"]["own_size_stores"]  # lean has no fat: cut < 5 %, target 50 %
+    assert {r["class"] for r in record["tables"]["controlled_by_class"]["rows"]} == set(
+        ("wikilinks", "dates", "versions", "links", "frontmatter", "codespans", "quotes", "numbers")
+    )
+    stages = [(r["chain"], r["stage"]) for r in record["tables"]["chain"]["rows"]]
+    assert ("truncate", "pass 4") in stages and ("truncate", "one-shot to the final size") in stages
+    assert ("gated reference", "pass 4") in stages
+    told = {r["arm"]: r["instruction"] for r in record["tables"]["instructions"]["rows"]}
+    assert told["truncate"].startswith("truncate (deterministic, no model)")
+
+
+def test_gates_false_is_refused_before_any_run(tmp_path):
+    proc = run_cli([*SWEEP, "store=lean", "gates=false"], tmp_path, check=False)
+    assert proc.returncode == 2 and "sets each arm's gates itself" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_plain_arm_against_the_scripted_server_then_a_strict_replay_makes_no_call(tmp_path):
+    script = WashScript(fat={"settled baseline": "superseded"}, lossy=("double-posted",))
+    rec = f"endpoint.recordings={tmp_path / 'rec'}"
+    model = ["washer=plain", "model=openai", "model.name=scripted-wash-model", "store=superseded"]
+    (tmp_path / "a").mkdir()
+    with serve(script) as url:
+        run_cli(
+            [*SWEEP, *model, "controlled.repeats=2", "chain.passes=2", f"endpoint.base_url={url}", rec], tmp_path / "a"
+        )
+    calls = len(script.requests)
+    plain = [r for r in script.requests if r["kind"] == "plain"]
+    assert calls > 0 and len(plain) == calls  # the gated arm is the reference washer: no other call
+    targeted = [r for r in plain if "Cut it to about" in r["body"]["messages"][0]["content"]]
+    assert targeted and len(targeted) < len(plain)  # controlled + one-shot told a target; chain passes not
+    (tmp_path / "b").mkdir()
+    run_cli(
+        [
+            *SWEEP,
+            *model,
+            "controlled.repeats=2",
+            "chain.passes=2",
+            "endpoint.replay=strict",
+            "endpoint.base_url=http://127.0.0.1:9/v1",
+            rec,
+        ],
+        tmp_path / "b",
+    )
+    assert len(script.requests) == calls  # the replay made no call (and no server is there)
+    record = _export(tmp_path / "a", tmp_path / "out")
+    again = _export(tmp_path / "b", tmp_path / "out-b")
+    assert record["tables"]["controlled"]["rows"] == again["tables"]["controlled"]["rows"]
+    assert record["tables"]["chain"]["rows"] == again["tables"]["chain"]["rows"]
+    plain_row = next(r for r in record["tables"]["controlled"]["rows"] if r["arm"] == "plain")
+    raw = [r for r in record["tables"]["controlled_runs"]["rows"] if r["arm"] == "plain"]
+    assert len(raw) == 2 and plain_row["in_band_runs"] + plain_row["out_of_band_runs"] == 2  # both repeats reported
+    told = {r["arm"]: r["instruction"] for r in record["tables"]["instructions"]["rows"]}
+    assert "Compress this memory file. Keep every fact." in told["plain"] and "{target_bytes}" in told["plain"]

@@ -217,6 +217,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
                 washer_model,
                 operator,
                 w.operator,
+                cfg.model.generation_temperature if m.name == "controlled" and m.repeats > 1 else None,
             )
             kept = {"fixture": store.manifest, "source": source}  # the store as loaded, never read again
             return fidelity.store_result(m, store, gated, ungated, config_yaml, kept)
