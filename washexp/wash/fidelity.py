@@ -14,6 +14,7 @@ the sweep has a served model. These measurements set each arm's gates themselves
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -126,15 +127,19 @@ def summarize(config_yaml: str, manifest: dict):
 
 
 def headline(name: str, metrics: dict[str, float]) -> str:
-    parts = [
-        f"{k.removeprefix('mean/').removesuffix('/recall_pct')} recall {v:.1f}%"
-        for k, v in sorted(metrics.items())
-        if k.startswith("mean/") and k.count("/") == 2 and k.endswith("/recall_pct")
-    ]
+    """The closing line: each arm's mean recall over stores (controlled), or each chain's
+    cumulative recall at its last pass (chain)."""
     if name == "chain":
+        last: dict[str, tuple[int, float]] = {}
+        for k, v in metrics.items():
+            m = re.fullmatch(r"mean/(.+)/pass(\d+)/cumulative_pct", k)
+            if m and int(m[2]) >= last.get(m[1], (0, 0.0))[0]:
+                last[m[1]] = (int(m[2]), v)
+        parts = [f"{c} cumulative recall {v:.1f}% at pass {n}" for c, (n, v) in sorted(last.items())]
+    else:
         parts = [
-            f"{k.removeprefix('mean/')} {v:.1f}%"
+            f"{k.removeprefix('mean/').removesuffix('/recall_pct')} recall {v:.1f}%"
             for k, v in sorted(metrics.items())
-            if k.startswith("mean/") and k.endswith("cumulative_pct")
-        ][-3:]
+            if k.startswith("mean/") and k.count("/") == 2 and k.endswith("/recall_pct")
+        ]
     return "; ".join(parts) or "no store finished"

@@ -37,7 +37,10 @@ NOTE = (
     "washexp's port of the fidelity gate's inventory over the top-level *.md files (wikilinks, dates, versions, "
     "links, frontmatter keys, code spans, quotes, numbers; a multiset over the store's distinct lines), never by the "
     "washer's own gate or report. The gated arm washes with the gauge off. truncate is a labelled, deterministic, "
-    "model-free baseline that cuts to a byte target, never a model. " + RECOVERABILITY_NOTE
+    "model-free baseline that cuts to a byte target, never a model. Recall counts every structured token, those in "
+    "planted fat too: the gated arm's losses are drops its operator approved (fat deletes and what they entail) or "
+    "values the gate counts otherwise (a frontmatter key another file still declares); an ungated arm's are "
+    "whatever it cut. " + RECOVERABILITY_NOTE
 )
 ARM_ORDER = {"unchecked": 0, "gated": 1, "truncate": 2, "plain": 3}
 
