@@ -21,6 +21,7 @@ import io
 from collections.abc import Callable
 
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from washexp.errors import WashexpError
 from washexp.export.plots import plt  # pyplot with the Agg backend chosen
@@ -375,6 +376,7 @@ def _passes(series: dict[str, list[tuple[int, float | None]]]) -> bytes:
             xs, ys = zip(*pts, strict=True)
             ax.plot(xs, ys, marker="o", linestyle="--" if name.endswith("pairwise") else "-", label=name)
     ax.set_xlabel("pass")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("structured-token recall %")
     ax.set_ylim(-2, 105)
     ax.grid(alpha=0.3)
