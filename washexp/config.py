@@ -132,7 +132,8 @@ class CompactionConfig:
 @dataclass
 class MeasurementConfig:
     name: str = MISSING
-    """``ceiling``, ``infinity`` or ``sawtooth`` (the seed's three measurements)."""
+    """``ceiling``, ``infinity`` or ``sawtooth`` (the seed's three measurements), ``controlled`` or
+    ``chain`` (CoalWash's equal-size fidelity and chain studies; ``washexp.wash.fidelity``)."""
     rounds: int = 8
     """Full-tier rounds per store (ceiling, infinity)."""
     dry_stop: int = 0
@@ -142,6 +143,14 @@ class MeasurementConfig:
     """The gauges a store is washed under: ``configured`` (the ``gauge`` option) and/or ``off``."""
     sessions: int = 24
     """Sawtooth: growth-feed sessions."""
+    target_pct: int = 50
+    """Controlled: the target, % of the store's bytes, when the gated arm cut less than 5 %."""
+    repeats: int = 4
+    """Controlled: runs of a stochastic (model) arm, reported as mean and range."""
+    passes: int = 4
+    """Chain: sequential passes, each seeing only the previous output."""
+    pass_keep_pct: int = 80
+    """Chain: the share of its input's bytes each pass of the model-free ``truncate`` keeps."""
 
 
 @dataclass
@@ -213,6 +222,8 @@ SHORT_PREFIXES = {
     "washer.": "wash.washer.",
     "gauge.": "wash.gauge.",
     "measurement.": "wash.measurement.",
+    "controlled.": "wash.measurement.",
+    "chain.": "wash.measurement.",
 }
 """``method.h_impl=native`` -> ``compaction.method.h_impl=native``: a group's keys, short too."""
 

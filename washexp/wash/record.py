@@ -19,7 +19,8 @@ from washexp import __version__
 from washexp.errors import WashexpError
 from washexp.export import plots, selection
 from washexp.export.records import Column, Plot, Record, Table
-from washexp.wash import ported
+from washexp.wash import ported, record_fidelity
+from washexp.wash.fidelity import FIDELITY
 from washexp.wash.record_washers import gates_label, washers_table
 from washexp.wash.summary import fact_loss_pct
 
@@ -81,7 +82,7 @@ def build(runs: pd.DataFrame, options) -> list[Record]:
     found = selection.parents(runs, "measurement", model=options.model, sweeps=options.sweeps, until=options.date)
     for k in KEYS:
         found[k] = selection.tag(found, k)
-    children = selection.children(runs, found["run_id"], ("wash-store", "wash-arm"))
+    children = selection.children(runs, found["run_id"], ("wash-store", "wash-arm", "wash-fidelity"))
     children["planned"] = list(zip(selection.tag(children, "store"), selection.tag(children, "arm"), strict=True))
     parents, notes = selection.newest_complete(found, children, KEYS, "planned")
     if parents.empty:
@@ -99,9 +100,11 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left
     times = pd.concat([parents["end_time"], kids["end_time"]]).dropna()
     date = times.max().tz_convert("UTC").strftime("%Y-%m-%d")
     tables, plots_out, losses, folded = [], [], [], []
-    by = {m: parents[parents["measurement"] == m] for m in ("ceiling", "infinity", "sawtooth")}
+    by = {m: parents[parents["measurement"] == m] for m in ("ceiling", "infinity", "sawtooth", *FIDELITY)}
     stem = f"wash-{platform}-{date}"
-    tables.append(washers_table(parents, kids, lambda run_id: _artifact(options.uri, run_id, "final-score.json")))
+    older = parents[~parents["measurement"].isin(FIDELITY)]
+    if len(older):
+        tables.append(washers_table(older, kids, lambda run_id: _artifact(options.uri, run_id, "final-score.json")))
     if len(by["ceiling"]):
         tables.append(_ceiling(by["ceiling"], kids))
     if len(by["infinity"]):
@@ -112,6 +115,24 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left
         table, plot = _sawtooth(by["sawtooth"], kids, options.uri, stem)
         tables.append(table)
         plots_out.append(plot)
+    instructions: dict[str, str] = {}
+
+    def read(run_id: str, path: str):
+        return _artifact(options.uri, run_id, path)
+
+    if len(by["controlled"]):
+        shown, raw_runs, plot, told = record_fidelity.controlled_tables(by["controlled"], kids, read, stem)
+        tables += shown
+        folded.append(raw_runs)
+        plots_out.append(plot)
+        instructions |= told
+    if len(by["chain"]):
+        shown, plot, told = record_fidelity.chain_tables(by["chain"], kids, read, stem)
+        tables += shown
+        plots_out.append(plot)
+        instructions |= told
+    if instructions:
+        tables.append(record_fidelity.instructions_table(instructions))
     for _, kid in kids[kids["tags.washexp.kind"] == "wash-store"].iterrows():
         for rd in _artifact(options.uri, kid["run_id"], "rounds.json") or []:
             for lost in rd.get("lost_now", []):
@@ -166,6 +187,7 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left
         ),
         "Gauge arm 'off' shows what the washer alone does; 'configured' is the named CoalWash gauge. A gauge that "
         "never arms on a store whose fat is only semantic is reported as such (its rounds stop at LEAN).",
+        *([record_fidelity.NOTE] if set(parents["measurement"]) & set(FIDELITY) else []),
         *left_out,
     ]
     provenance = {

@@ -18,7 +18,7 @@ with the gates off says so in its name (``gates off``) and its ``gates`` tag and
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from washexp.hashing import tree_digest
 from washexp.ledger import Entry
 from washexp.provenance import code_digest, files_digest, git_commit, package_source, public_config
 from washexp.runner import Result, Work, run_group
-from washexp.wash import caliper, gauge, pipeline, ported, rounds, sawtooth, summary
+from washexp.wash import caliper, fidelity, gauge, pipeline, ported, rounds, sawtooth, summary
 from washexp.wash.feed import feed_folder, load_feed
 from washexp.wash.operators import make_operator
 from washexp.wash.scratch import scratch_dir, sweep_scratch
@@ -36,7 +36,7 @@ from washexp.wash.stores import Store, load_stores
 
 log = logging.getLogger("washexp")
 
-MEASUREMENTS = ("ceiling", "infinity", "sawtooth")
+MEASUREMENTS = ("ceiling", "infinity", "sawtooth", *fidelity.FIDELITY)
 CODE = (
     "washexp.wash.pipeline",
     "washexp.wash.rounds",
@@ -104,7 +104,10 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         if arm not in ("configured", "off"):
             raise ConfigError(f"wash.measurement.arms: {arm!r} is neither 'configured' nor 'off'")
     the_gauge = gauge.load_gauge(dict(w.gauge))  # checked before any run starts
-    washer_spec = _washer_spec(dict(w.washer), w.gates)
+    checked = m.name in fidelity.FIDELITY  # these set each arm's gates themselves
+    if checked:
+        fidelity.check(m, w.gates)
+    washer_spec = _washer_spec(dict(w.washer), w.gates and not checked)
     if m.name == "sawtooth":  # the inputs, validated whole before any model is opened
         feed = load_feed(feed_folder(sweep.root / "fixtures" / "wash-feed", w.feed, job.cwd))
         if m.sessions > len(feed.sessions):
@@ -119,14 +122,22 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
     washer_name = w.washer.get("name", "?")
     served = washer_model.spec if washer_model is not None else None  # what a local model is
     family = {
-        "measurement": asdict(m),
+        "measurement": fidelity.measurement_spec(m),
         "washer": washer_spec,
         "gauge": dict(w.gauge),
         "operator": w.operator,
         "gates": w.gates,
         **({"served": served} if served else {}),
     }
-    ident = identify(cfg, family, sweep.shared(("code", CODE), lambda: code_digest(CODE, CODE_DATA)))
+    code = (*CODE, *fidelity.CODE) if checked else CODE
+    if checked:  # the arms: the gated washer's spec, and the plain arm's prompts when there is a model
+        gated_cfg = fidelity.gated_spec(dict(w.washer))
+        family["gated"] = _washer_spec(gated_cfg, True)
+        if washer_model is not None:
+            from washexp.wash.washers.model import prompt_digests
+
+            family["plain_prompts"] = prompt_digests(("plain", "plain-target"))
+    ident = identify(cfg, family, sweep.shared(("code", code), lambda: code_digest(code, CODE_DATA)))
     source = sweep.shared("package_source", package_source)  # one command, one source tree
     tags = {
         "measurement": m.name,
@@ -181,6 +192,37 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
             return summary.sawtooth_arm(arm, config_yaml, manifest)
 
         summarize = summary.sawtooth_totals(config_yaml, manifest)
+    elif checked:
+        children = [
+            Work(
+                f"{s.name} · {m.name} · gated {gated_cfg['name']}",
+                {**ident.spec, "store_sha256": s.digest},  # content, never the path
+                {**params, "store": s.name, "arm": "off"},
+                {**tags, "washexp.kind": "wash-fidelity", "store": s.name, "arm": "off", "gated": gated_cfg["name"]},
+                key=(s.name, "off"),
+            )
+            for s in stores.values()
+        ]
+        parent_identity = {**ident.spec, "stores": sorted(s.digest for s in stores.values())}
+        manifest = {"source": source}
+
+        def compute(work: Work) -> Result:
+            store: Store = stores[work.key[0]]
+            operator = make_operator(w.operator, tuple((n.id, n.needle) for n in store.expected.muscle))
+            gated_model = washer_model if gated_cfg["name"] == w.washer.get("name") else None
+            gated, ungated = fidelity.arms(
+                gated_cfg,
+                family["gated"],
+                lambda: _washer(gated_cfg, gated_model),
+                washer_model,
+                operator,
+                w.operator,
+                cfg.model.generation_temperature if m.name == "controlled" and m.repeats > 1 else None,
+            )
+            kept = {"fixture": store.manifest, "source": source}  # the store as loaded, never read again
+            return fidelity.store_result(m, store, gated, ungated, config_yaml, kept)
+
+        summarize = fidelity.summarize(config_yaml, manifest)
     else:
         children = [
             Work(
@@ -240,7 +282,9 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
             n["run"],
             n["reused"],
             n["failed"],
-            summary.headline(m.name, outcome.metrics, gauges),
+            fidelity.headline(m.name, outcome.metrics)
+            if checked
+            else summary.headline(m.name, outcome.metrics, gauges),
         )
     return outcome.metrics
 

@@ -93,9 +93,14 @@ class WasherModel:
         """The local server's log since the last call, as an artifact (nothing for a remote model)."""
         return self.served.new_log() if self.served else {}
 
-    def ask(self, text: str, role: str, meter: Meter) -> ChatResponse:
+    def ask(self, text: str, role: str, meter: Meter, generation: int = 0) -> ChatResponse:
+        """One call; ``generation`` tells repeats of one request apart (0: the request's key as before)."""
         request = ChatRequest(
-            ({"role": "user", "content": text},), self.temperature, self.max_tokens, dict(self.extra_body)
+            ({"role": "user", "content": text},),
+            self.temperature,
+            self.max_tokens,
+            dict(self.extra_body),
+            generation=generation,
         )
         return meter.add(self.recorder.chat(request, None, f"wash {role}"), role)
 

@@ -12,6 +12,12 @@ newline). A reply equal to the file proposes nothing. Left alone, with a note: a
 (nothing to compress) and a ``pinned: true`` file (the apply refuses any edit of one, which would
 fail the whole round; a plain user's agent would not be stopped by it, so this is the one
 concession, and the note says so). Token cost: what the endpoint reported over the calls.
+
+Told a target (``target_bytes``, as the controlled experiment does): each file is asked for its
+share of it (``bytes_i x target / store bytes``, in bytes) with ``prompts/plain-target.txt``,
+the same request plus "Cut it to about N bytes of UTF-8 text (it is M bytes now)."; without one,
+the prompt and every request are as before. ``generation`` tells repeats of the same request
+apart (a recorded call per repeat); 0 keeps the request's key as before.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from washexp.wash.washers.model import Meter, WasherModel, fill, prompt, prompt_
 
 NAME = "plain"
 ROLES = ("plain",)
+TARGET_PROMPT = "plain-target"
 REASON = "plain compress: the file as the model rewrote it"
 _FENCE = re.compile(r"\A```[^\n]*\n(.*?)\n?```\Z", re.DOTALL)
 
@@ -44,8 +51,20 @@ class PlainWasher:
     gates_off_only = True
     """The study refuses this washer unless ``gates=false``: it is the no-CoalWash control."""
 
-    def __init__(self, *, model: WasherModel):
+    def __init__(self, *, model: WasherModel, target_bytes: int | None = None, generation: int = 0):
+        if target_bytes is not None and target_bytes < 0:
+            raise ValueError(f"plain: target_bytes={target_bytes} must be >= 0")
         self.model = model
+        self.target_bytes = target_bytes
+        self.generation = generation
+
+    def instruction(self, name: str, text: str, total: int) -> str:
+        """The prompt this file gets (the target's share when told one)."""
+        if self.target_bytes is None:
+            return fill(prompt("plain"), file=name, text=text)
+        size = len(text.encode("utf-8"))
+        share = size * self.target_bytes // total if total else 0
+        return fill(prompt(TARGET_PROMPT), file=name, text=text, target_bytes=share, bytes=size)
 
     @staticmethod
     def prompts() -> dict[str, str]:
@@ -54,6 +73,7 @@ class PlainWasher:
     def propose(self, files: dict[str, str], keeps: tuple[Keep, ...], scratch: Path) -> Proposal:
         meter = Meter()
         items, notes, artifacts = [], [], {}
+        total = sum(len(t.encode("utf-8")) for t in files.values())
         for name, text in files.items():
             lines = split_lines(text)
             if not lines:
@@ -62,7 +82,7 @@ class PlainWasher:
             if is_pinned(text):
                 notes.append(f"plain: {name} is pinned; left alone (the apply would refuse the round)")
                 continue
-            reply = self.model.ask(fill(prompt("plain"), file=name, text=text), "plain", meter).text
+            reply = self.model.ask(self.instruction(name, text, total), "plain", meter, self.generation).text
             artifacts[f"plain.{name}.txt"] = reply
             after = unwrap(reply)
             if after == text.rstrip("\r\n"):
