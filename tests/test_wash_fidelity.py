@@ -235,3 +235,18 @@ def test_plain_arm_against_the_scripted_server_then_a_strict_replay_makes_no_cal
     assert len(raw) == 2 and plain_row["in_band_runs"] + plain_row["out_of_band_runs"] == 2  # both repeats reported
     told = {r["arm"]: r["instruction"] for r in record["tables"]["instructions"]["rows"]}
     assert "Compress this memory file. Keep every fact." in told["plain"] and "{target_bytes}" in told["plain"]
+
+
+def test_coalwash_as_the_gated_arm_and_plain_beside_it_against_the_scripted_server(tmp_path):
+    script = WashScript(fat={"settled baseline": "superseded"})
+    args = [*SWEEP, "washer=coalwash", "model=openai", "model.name=scripted-wash-model", "store=superseded"]
+    args += ["controlled.repeats=1", "chain.passes=1", f"endpoint.recordings={tmp_path / 'rec'}"]
+    (tmp_path / "a").mkdir()
+    with serve(script) as url:
+        run_cli([*args, f"endpoint.base_url={url}"], tmp_path / "a")
+    kinds = {r["kind"] for r in script.requests}
+    assert {"outsider", "plain"} <= kinds  # the gated arm asks the outsider, the plain arm compresses
+    record = _export(tmp_path / "a", tmp_path / "out")
+    arms = {r["arm"] for r in record["tables"]["controlled"]["rows"]}
+    assert arms == {"unchecked", "gated coalwash", "truncate", "plain"}
+    assert {r["chain"] for r in record["tables"]["chain"]["rows"]} == {"truncate", "plain", "gated coalwash"}
