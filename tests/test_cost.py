@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -13,7 +16,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 from tests.openai_server import Script, serve
 from washexp.errors import ConfigError
 from washexp.models.base import ChatRequest
@@ -162,13 +165,13 @@ def test_the_budget_is_shared_by_concurrent_requests_reserved_before_they_are_se
 TASKS = "task=[payment,backup,refactor]"
 
 
-def _args(url: str, recordings: Path, *extra: str) -> list[str]:
+def _args(url: str, recordings: Path, *extra: str, model: str = "m") -> list[str]:
     return [
         "method=full",
         TASKS,
         "model=openai",
         f"endpoint.base_url={url}",
-        "model.name=m",
+        f"model.name={model}",
         "model.generations=1",
         "model.answers_per_context=1",  # one call per condition, conditions one at a time:
         "endpoint.max_concurrency=1",  # the calls' order is the tasks' order
@@ -184,10 +187,21 @@ def _store(path: Path) -> Path:
     return path
 
 
-def _runs(store: Path) -> dict[str, object]:
+def _runs(store: Path, model: str = "m") -> dict[str, object]:
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     exp = client.get_experiment_by_name("compaction")
-    return {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
+    return {r.info.run_name: r for r in client.search_runs([exp.experiment_id]) if r.data.tags["model"] == model}
+
+
+def _export(store: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "washexp.cli", "export", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"]
+        + ["--out", str(store / "results")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def _recorded(recordings: Path) -> list[dict]:
@@ -235,16 +249,15 @@ def test_a_sweep_logs_its_cost_and_a_replay_costs_nothing_and_stops_on_budget(tm
         third = calls[next(q for q, t in script.tasks.items() if t.id == order[2])]["request"]
         estimate = price.estimate(ChatRequest(tuple(third["messages"]), 0.0, third["max_tokens"]))
         limit = by_task[order[0]] + by_task[order[1]] + estimate - 1e-9
-        stopped = _store(tmp_path / "stopped")
-        proc = run_cli(
-            _args(url, tmp_path / "rec2", f"endpoint.budget_usd={limit!r}"), stopped, env={"CI": "1"}, check=False
-        )
+        stopped = replay  # beside model m's replayed arm, a model m2 whose sweep stops on budget
+        budgeted = _args(url, tmp_path / "rec2", f"endpoint.budget_usd={limit!r}", model="m2")
+        proc = run_cli(budgeted, stopped, env={"CI": "1"}, check=False)
         assert script.count("read") == sent + 2
     assert proc.returncode == 1, proc.stderr[-2000:]
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("washexp:")]
     assert len(lines) == 1 and lines[0].startswith(f"washexp: endpoint.budget_usd={limit:g} reached: $"), lines
     assert f"of task {order[2]}" in lines[0]
-    runs = _runs(stopped)
+    runs = _runs(stopped, "m2")
     for task in order[:2]:
         assert runs[f"Full · {task}"].info.status == "FINISHED"
         assert "stopped" not in runs[f"Full · {task}"].data.tags
@@ -252,3 +265,22 @@ def test_a_sweep_logs_its_cost_and_a_replay_costs_nothing_and_stops_on_budget(tm
         assert runs[name].info.status == "FAILED"
         assert runs[name].data.tags["stopped"] == "budget"
     assert f"Full · {order[2]}" in runs and len(runs) == 4
+
+    # The records: the cost per arm, and the arm that stopped on budget named.
+    assert _export(first).returncode == 0
+    record = json.loads(next((first / "results").glob("compaction-*.json")).read_text())
+    rows = [r for t in ("arms_primary", "arms_control") for r in record["tables"].get(t, {"rows": []})["rows"]]
+    assert rows and all(r["arm"] == "Full" for r in rows)
+    assert math.fsum(r["cost_usd"] for r in rows) == pytest.approx(arm["cost_usd"], rel=1e-12)
+    assert "cost (USD)" in next((first / "results").glob("compaction-*.md")).read_text()
+    proc = _export(stopped)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads(next((stopped / "results").glob("compaction-*.json")).read_text())
+    rows = [r for t in ("arms_primary", "arms_control") for r in record["tables"].get(t, {"rows": []})["rows"]]
+    assert {(r["cost_usd"], r["calls_replayed"] > 0) for r in rows} == {(0.0, True)}
+    stop = [n for n in record["notes"] if "stopped on budget" in n]
+    assert (
+        len(stop) == 1
+        and stop[0].startswith("m2 Full final: newest run ")
+        and runs["Full · arm"].info.run_id in stop[0]
+    )
