@@ -193,9 +193,10 @@ def _runs(store: Path, model: str = "m") -> dict[str, object]:
     return {r.info.run_name: r for r in client.search_runs([exp.experiment_id]) if r.data.tags["model"] == model}
 
 
-def _export(store: Path) -> subprocess.CompletedProcess:
+def _export(store: Path, experiment: str = "compaction") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "export", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"]
+        [sys.executable, "-m", "washexp.cli", "export", "--experiment", experiment]
+        + ["--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"]
         + ["--out", str(store / "results")],
         capture_output=True,
         text=True,
@@ -284,3 +285,50 @@ def test_a_sweep_logs_its_cost_and_a_replay_costs_nothing_and_stops_on_budget(tm
         and stop[0].startswith("m2 Full final: newest run ")
         and runs["Full · arm"].info.run_id in stop[0]
     )
+
+
+def _wash_runs(store: Path) -> list:
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    return client.search_runs([client.get_experiment_by_name("wash").experiment_id])
+
+
+def test_a_wash_sweep_costs_its_calls_per_store_and_measurement_and_the_record_says_so(tmp_path):
+    from tests.test_wash_model_washers import SUPERSEDED_FAT
+    from tests.wash_model_server import WashScript
+    from tests.wash_model_server import serve as serve_wash
+
+    sweep = ["-m", "benchmark=wash", "measurement=ceiling,sawtooth", "store=[superseded]", "rounds=2", "sessions=8"]
+    priced = ["endpoint.price.input_per_mtok=2.5", "endpoint.price.output_per_mtok=10"]
+    script = WashScript(fat=SUPERSEDED_FAT)
+    rec = f"endpoint.recordings={tmp_path / 'rec'}"
+    with serve_wash(script) as url:
+        model = ["washer=coalwash", "model=openai", "model.name=w", f"endpoint.base_url={url}", rec]
+        run_cli([*sweep, *model, *priced], _store(tmp_path / "a"), env={"CI": "1"})
+        sent = len(script.requests)
+        run_cli([*sweep, *model, *priced], _store(tmp_path / "b"), env={"CI": "1"})
+        assert len(script.requests) == sent  # all replayed
+    recorded = [r["response"] for r in _recorded(tmp_path / "rec")]
+    paid = math.fsum((r["prompt_tokens"] * 2.5 + r["completion_tokens"] * 10.0) / 1e6 for r in recorded)
+    runs = _wash_runs(tmp_path / "a")
+    kids = [r for r in runs if r.data.tags["washexp.kind"] in ("wash-store", "wash-arm")]
+    parents = [r for r in runs if r.data.tags["washexp.kind"] == "measurement"]
+    assert len(parents) == 2 and kids
+    assert sum(k.data.metrics["calls_live"] for k in kids) == len(recorded) == sent > 0
+    assert math.fsum(k.data.metrics["cost_usd"] for k in kids) == pytest.approx(paid, rel=1e-12)
+    for p in parents:
+        mine = [k for k in kids if k.data.tags["mlflow.parentRunId"] == p.info.run_id]
+        assert p.data.metrics["cost_usd"] == pytest.approx(math.fsum(k.data.metrics["cost_usd"] for k in mine))
+        assert p.data.metrics["calls_replayed"] == 0.0
+    for p in _wash_runs(tmp_path / "b"):
+        if p.data.tags["washexp.kind"] == "measurement":
+            assert p.data.metrics["cost_usd"] == 0.0 and p.data.metrics["calls_live"] == 0.0
+            assert p.data.metrics["calls_replayed"] > 0
+    assert _export(tmp_path / "a", "wash").returncode == 0
+    record = json.loads(next((tmp_path / "a" / "results").glob("wash-*.json")).read_text())
+    cost = {r["measurement"]: r for r in record["tables"]["cost"]["rows"]}
+    assert set(cost) == {"ceiling", "sawtooth"}
+    assert math.fsum(r["cost_usd"] for r in cost.values()) == pytest.approx(paid, rel=1e-12)
+    (saw,) = record["tables"]["sawtooth"]["rows"]
+    a = next(k for k in kids if k.data.tags.get("arm") == "A")
+    assert saw["A_cost_usd"] == a.data.metrics["cost_usd"] > 0
+    assert "A's total includes its washes' own token cost, in money too" in record["tables"]["sawtooth"]["note"]
