@@ -97,6 +97,7 @@ class Budget:
         self.reserved = 0.0
         self._lock = threading.Lock()
         self._stopped: BudgetExceeded | None = None
+        self._open = 0  # reservations not yet settled
 
     def reserve(self, estimate: float, what: str) -> float:
         """Hold ``estimate`` for a call about to be sent, or raise :class:`BudgetExceeded`. Once one
@@ -112,12 +113,14 @@ class Budget:
                 )
                 raise self._stopped
             self.reserved += estimate
+            self._open += 1
             return estimate
 
     def settle(self, held: float, cost: float) -> None:
         """A reserved call is over: ``cost`` is what it cost (0 when it failed)."""
         with self._lock:
-            self.reserved = max(0.0, self.reserved - held)
+            self._open -= 1
+            self.reserved = max(0.0, self.reserved - held) if self._open else 0.0  # no float residue
             self.spent += cost
 
 

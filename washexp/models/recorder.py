@@ -122,7 +122,7 @@ class Recorder:
 
     def _send(self, request: ChatRequest, entry: dict, role: str, task_id: str | None) -> float | None:
         """Send ``request`` (within the budget), fill ``entry``'s response or refusal; its cost."""
-        held = 0.0
+        held = None
         if self.budget is not None and self.price is not None:
             where = f"{role or 'call'}{f' of task {task_id}' if task_id else ''}"
             held = self.budget.reserve(self.price.estimate(request), where)
@@ -139,7 +139,7 @@ class Recorder:
             cost = self.price.cost(response) if self.price is not None else None
             return cost
         finally:
-            if self.budget is not None:  # a failed call costs nothing; an unreported one its estimate
+            if held is not None:  # a failed call costs nothing; an unreported one its estimate
                 self.budget.settle(held, held if cost is None else cost)
 
     def used(self) -> list[str]:
