@@ -24,6 +24,10 @@ native or Hermes': "TURNS TO SUMMARIZE"). Replies by kind:
 processes ask while it is in flight (a cross-process race made real); every request keeps its
 arrival time (``at``: ``perf_counter``, ``wall``: ``time.time``).
 
+``Script.cached = n`` reports n of each reply's prompt tokens as cached
+(``usage.prompt_tokens_details.cached_tokens``, at most its ``prompt_tokens``); ``Script.usage =
+False`` sends replies without a ``usage`` object.
+
 ``Script.forced`` holds behaviours for the next requests, whatever their kind: ``"429:<s>"``
 (with ``Retry-After: <s>``), ``"500"``, ``"408"``, ``"409"``, ``"400"``, ``"hang:<s>"`` (answer after s seconds,
 past a short client timeout), ``"drop"`` (close the connection without a response), and bodies
@@ -76,6 +80,8 @@ class Script:
         self.lock = threading.Lock()
         self.in_flight = self.peak = 0
         self.hold: dict[str, float] = {}
+        self.cached = 0
+        self.usage = True
 
     def count_locked(self, kind: str | None = None) -> int:
         return sum(1 for r in self.requests if kind in (None, r["kind"]))
@@ -228,23 +234,21 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(400, {"error": {"message": "scripted: this model does not accept that request"}})
             text = s.reply(kind, task, messages, body.get("temperature") or 0.0)
             prompt_tokens = s.count_tokens(messages)
-            self._send(
-                200,
-                {
-                    "id": "chatcmpl-scripted",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": body.get("model", "?"),
-                    "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-                    ],
-                    "usage": {
-                        "prompt_tokens": prompt_tokens,
-                        "completion_tokens": len(text) // 4,
-                        "total_tokens": prompt_tokens + len(text) // 4,
-                    },
-                },
-            )
+            usage = {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": len(text) // 4,
+                "total_tokens": prompt_tokens + len(text) // 4,
+            }
+            if s.cached:
+                usage["prompt_tokens_details"] = {"cached_tokens": min(s.cached, prompt_tokens)}
+            reply = {
+                "id": "chatcmpl-scripted",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", "?"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            }
+            self._send(200, {**reply, "usage": usage} if s.usage else reply)
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:

@@ -33,6 +33,7 @@ from washexp.config import SHORT_KEYS, SHORT_PREFIXES, register
 from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
 from washexp.ledger import closing_lines
 from washexp.masking import declare, guarded_streams
+from washexp.models.cost import new_command
 from washexp.registry import close_names
 from washexp.sweep import Sweep, raise_if_stopped, sigint_as_interrupt, sigterm_as_exit, watch_stops
 
@@ -269,6 +270,7 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
             here.report()
 
     watch_stops()
+    new_command()  # nothing spent yet (endpoint.budget_usd)
     previous = {
         s: signal.signal(s, h) for s, h in ((signal.SIGTERM, sigterm_as_exit), (signal.SIGINT, sigint_as_interrupt))
     }

@@ -80,6 +80,20 @@ class LocalModelConfig(ModelConfig):
 
 
 @dataclass
+class PriceConfig:
+    """What the provider charges, in US dollars per million tokens (``null``: not priced). A price
+    is how the model is paid for, not what it is: never part of an identity."""
+
+    input_per_mtok: float | None = None
+    """Input (prompt) tokens."""
+    output_per_mtok: float | None = None
+    """Output (completion) tokens."""
+    cached_input_per_mtok: float | None = None
+    """Input tokens the endpoint reports as cached (``usage.prompt_tokens_details.cached_tokens``);
+    default (null): charged as input."""
+
+
+@dataclass
 class EndpointConfig:
     base_url: str | None = None
     """An OpenAI-compatible ``.../v1``; required by ``model.backend=openai``."""
@@ -100,6 +114,11 @@ class EndpointConfig:
     How fast it answers, not what: llama.cpp splits each product by rows across threads."""
     startup_timeout_s: float = 120.0
     """``model=local``: how long the local server may take to answer ``/v1/models``."""
+    price: PriceConfig = field(default_factory=PriceConfig)
+    """``endpoint.price.*``: what a live call costs (``cost_usd``); unset, no cost is logged."""
+    budget_usd: float | None = None
+    """The most the sweep's live calls may cost: it stops before the call whose estimate (its
+    input tokens and its output cap) would exceed it. Needs both prices."""
 
 
 @dataclass

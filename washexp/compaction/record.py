@@ -111,7 +111,8 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
 
     api = record_tables.api_by_arm(fconds)
     over_by = fconds[over].groupby(["label", "cohort"]).size().to_dict()
-    tables = [record_tables.arm_table(final, c, api, "n/a", over_by) for c in COHORTS if n_tasks[c]]  # notes say why
+    cost = record_tables.cost_by_arm(fconds)
+    tables = [record_tables.arm_table(final, c, api, "n/a", over_by, cost) for c in COHORTS if n_tasks[c]]
 
     def task_table(key: str, title: str, digits: int = 3) -> Table:
         return record_tables.per_task_table(fconds, final, key, title, digits, over)

@@ -10,6 +10,8 @@ where the Full runs are at hand.
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from washexp.compaction.runs import value
@@ -58,9 +60,34 @@ ARM_KEYS = (
 )
 
 
-def arm_table(final: pd.DataFrame, cohort: str, api: dict, not_measured: str, over_by: dict | None = None) -> Table:
+def cost_by_arm(conds: pd.DataFrame) -> dict[tuple[str, str], dict[str, float | None]]:
+    """(arm label, cohort) -> ``cost_usd``, ``calls_live``, ``calls_replayed`` summed over its
+    conditions that counted calls; the cost None unless each of them has one (priced, usage reported)."""
+    out: dict[tuple[str, str], dict] = {}
+    for (label, cohort), group in conds.groupby(["label", "cohort"], sort=False):
+        counted = [c for _, c in group.iterrows() if value(c, "calls_live") is not None]
+        if not counted:
+            continue
+        costs = [value(c, "cost_usd") for c in counted]
+        out[(label, cohort)] = {
+            "cost_usd": None if None in costs else math.fsum(costs),
+            "calls_live": sum(value(c, "calls_live") for c in counted),
+            "calls_replayed": sum(value(c, "calls_replayed") or 0.0 for c in counted),
+        }
+    return out
+
+
+def arm_table(
+    final: pd.DataFrame,
+    cohort: str,
+    api: dict,
+    not_measured: str,
+    over_by: dict | None = None,
+    cost: dict | None = None,
+) -> Table:
     """``over_by``: (arm label, cohort) -> conditions refused as over the model's window; the column
-    shows only when some were."""
+    shows only when some were. ``cost``: :func:`cost_by_arm`; the cost columns show only when some
+    arm has a cost (a price was configured)."""
     rows = []
     for _, arm in final.iterrows():
         if value(arm, f"{cohort}/tasks") is None:
@@ -68,7 +95,9 @@ def arm_table(final: pd.DataFrame, cohort: str, api: dict, not_measured: str, ov
         m = {k: value(arm, f"{cohort}/{k}") for k in ARM_KEYS}
         extra = api.get((arm["label"], cohort), {"api_reduction_pct": None, "api_contexts_shortened": None})
         over = (over_by or {}).get((arm["label"], cohort), 0)
-        rows.append({"arm": arm["label"], **m, **extra, "over_window": over, "run_id": arm["run_id"]})
+        paid = (cost or {}).get((arm["label"], cohort), {"cost_usd": None, "calls_live": None, "calls_replayed": None})
+        rows.append({"arm": arm["label"], **m, **extra, **paid, "over_window": over, "run_id": arm["run_id"]})
+    priced = any(r["cost_usd"] is not None for r in rows)
 
     def na(key):
         return lambda r: not_measured if r[key] is None else show(r[key])
@@ -85,6 +114,14 @@ def arm_table(final: pd.DataFrame, cohort: str, api: dict, not_measured: str, ov
         Column("retention_all_fields", "all fields retained"),
         Column("api_input_tokens", "mean API input tokens", lambda r: _num(r["api_input_tokens"], 1)),
         Column("api_input_tokens_total", "total API input tokens", lambda r: _num(r["api_input_tokens_total"], 0)),
+        *(
+            (
+                Column("cost_usd", "cost (USD)", lambda r: "n/a" if r["cost_usd"] is None else f"{r['cost_usd']:.6f}"),
+                Column("calls", "calls live / replayed", _calls),
+            )
+            if priced
+            else ()
+        ),
         Column("api_reduction_pct", "reduction vs Full (API)", lambda r: _pct(r["api_reduction_pct"])),
         Column("api_contexts_shortened", "shortened vs Full (API)", shortened("api_contexts_shortened")),
         Column("input_tokens", "mean input tokens (local Qwen)", lambda r: _num(r["input_tokens"], 1)),
@@ -110,8 +147,20 @@ def arm_table(final: pd.DataFrame, cohort: str, api: dict, not_measured: str, ov
         "context, the study's figure; local Qwen: washexp's count (ChatML rendering), secondary. "
         "Reduction: mean per-task cut in input tokens against the task's Full context. Shortened: "
         "contexts smaller than Full. Invalid: H broke a validity rule; failed contexts: a role's reply "
-        "(S, Jev, H) could not be used; failed conditions: the whole run failed. All score 0.",
+        "(S, Jev, H) could not be used; failed conditions: the whole run failed. All score 0."
+        + (
+            " Cost: the money of the live calls at the configured endpoint.price, each call counted once, in "
+            "the first condition that used it; a replayed call is free and counted apart."
+            if priced
+            else ""
+        ),
     )
+
+
+def _calls(row: dict) -> str:
+    if row["calls_live"] is None:
+        return "n/a"
+    return f"{row['calls_live']:.0f} / {row['calls_replayed'] or 0:.0f}"
 
 
 def per_task_table(

@@ -32,6 +32,8 @@ from washexp.config import identify
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_json, tree_digest
 from washexp.ledger import Entry, plural
+from washexp.models.cost import sum_metrics, usd
+from washexp.models.recorder import Recorder
 from washexp.provenance import code_digest, git_commit, package_source, public_config
 from washexp.runner import GroupOutcome, Result, Work, start_group
 
@@ -79,7 +81,7 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
     folder = sweep.root / cfg.benchmark.fixtures  # read once per command, as the source and commit
     tasks = sweep.shared(("tasks", str(folder), canonical_json(c.task)), lambda: load_tasks(folder, c.task))
     roles: Roles = sweep.shared(
-        ("roles", canonical_json([vars(cfg.model), vars(cfg.endpoint)])),
+        ("roles", canonical_json([vars(cfg.model), asdict(cfg.endpoint)])),
         lambda: roles_for(cfg.model, cfg.endpoint, sweep.root),
     )
     cache = sweep.shared(("frozen", id(roles)), lambda: FrozenCache(roles))
@@ -188,17 +190,23 @@ def run_job(cfg, job, sweep) -> None:
     tasks = {t.id: t for t in plan.tasks}
     generations, answers, repeats = cfg.model.generations, cfg.model.answers_per_context, cfg.model.repeats
 
+    recorder = recorder_of(plan.cache.roles)
+
     def compute(work: Work) -> Result:
         task = tasks[work.key]
         out = run_condition(task, plan.arm, plan.cache, generations, answers, method=plan.method, repeats=repeats)
         artifacts = {**out.artifacts, "config.yaml": plan.config_yaml}
-        return Result(out.metrics, artifacts, out.tables, {"fixture": task.files, "source": plan.source})
+        metrics = out.metrics
+        if recorder is not None:  # the calls behind its recordings: cost_usd, calls_live, calls_replayed
+            metrics = {**metrics, **recorder.charge(recording_keys(out.artifacts)).metrics()}
+        return Result(metrics, artifacts, out.tables, {"fixture": task.files, "source": plan.source})
 
     def summarize(per_task: dict[str, dict[str, float] | None]) -> Result:
         per_task = {
             k: m if m is not None else {"failed": 1.0, "contexts": float(generations)} for k, m in per_task.items()
         }
         metrics = arm_metrics(per_task, {t.id: t.cohort for t in plan.tasks})
+        metrics |= sum_metrics(list(per_task.values()))  # what its conditions' calls cost
         table = {t.id: {"cohort": t.cohort, **per_task[t.id]} for t in plan.tasks}
         artifacts = {"conditions.json": to_json(table), "config.yaml": plan.config_yaml}
         if plan.cache.roles.logs:  # e.g. the local server's log
@@ -225,7 +233,7 @@ def run_job(cfg, job, sweep) -> None:
             return
         m, n = outcome.metrics, outcome.counts
         log.info(
-            "%s: %s (%d run, %d reused, %d failed) · retention primary %s · control %s",
+            "%s: %s (%d run, %d reused, %d failed) · retention primary %s · control %s%s",
             plan.arm.label,
             plural(len(plan.tasks), "condition"),
             n["run"],
@@ -233,6 +241,7 @@ def run_job(cfg, job, sweep) -> None:
             n["failed"],
             _fmt(m.get("primary/retention")),
             _fmt(m.get("control/retention")),
+            f" · cost {usd(m['cost_usd'])}" if "cost_usd" in m else "",
         )
 
     start_group(
@@ -249,6 +258,19 @@ def run_job(cfg, job, sweep) -> None:
         fatal=(ModelError,),
         on_done=progress,
     )
+
+
+def recorder_of(roles: Roles) -> Recorder | None:
+    """The recorder behind a served backend's roles (its ``recording`` is the recorder's bound
+    ``artifact``), None offline. Asked here, not added to ``Roles``: the roles' module is part of
+    every condition's code digest, and what a call costs changes no result."""
+    owner = getattr(roles.recording, "__self__", None)
+    return owner if isinstance(owner, Recorder) else None
+
+
+def recording_keys(artifacts: dict[str, Any]) -> list[str]:
+    """The recording keys a condition logged (``requests/<key>.json``): every call behind it."""
+    return [name[len("requests/") : -len(".json")] for name in artifacts if name.startswith("requests/")]
 
 
 def _fmt(value: Any) -> str:

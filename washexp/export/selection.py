@@ -94,7 +94,8 @@ def newest_complete(
     for _, group in groups:
         first = group.iloc[0]
         if first["status"] != "FINISHED":
-            notes.append(f"{_key(first, keys)}: newest run {first['run_id']} is {first['status']}, left out")
+            why = ", stopped on budget (endpoint.budget_usd)" if first.get("tags.stopped") == "budget" else ""
+            notes.append(f"{_key(first, keys)}: newest run {first['run_id']} is {first['status']}{why}, left out")
             continue
         newest.append(group)
     everything = frozenset().union(*(planned.get(g.iloc[0]["run_id"], frozenset()) for g in newest))

@@ -33,6 +33,8 @@ class ChatResponse:
     finish_reason: str | None
     key: str | None = None
     """The recording this reply came from (``None`` when no recorder stands between)."""
+    cached_tokens: int | None = None
+    """Of ``prompt_tokens``, those the endpoint served from its prompt cache (None: not reported)."""
 
 
 class OverWindow(Exception):

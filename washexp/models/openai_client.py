@@ -186,4 +186,12 @@ class OpenAIModel:
             prompt_tokens=usage.prompt_tokens if usage else None,
             completion_tokens=usage.completion_tokens if usage else None,
             finish_reason=choice.finish_reason,
+            cached_tokens=_cached(usage),
         )
+
+
+def _cached(usage) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens``, when the endpoint reports it."""
+    details = getattr(usage, "prompt_tokens_details", None) if usage else None
+    cached = getattr(details, "cached_tokens", None) if details else None
+    return cached if isinstance(cached, int) else None

@@ -18,11 +18,17 @@ refusal.
 
 Modes: ``auto`` replays what is recorded and calls the model for the rest; ``strict`` never
 calls out and fails with the missing key.
+
+Money (:mod:`washexp.models.cost`): with a price, each call this recorder sends costs what its
+reply's usage says; a replay costs nothing. With a budget, a request's estimate is reserved before
+it is sent (a request over the budget is never sent) and settled with its cost after.
+:meth:`Recorder.charge` counts the calls behind a condition's recordings, each once.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import threading
@@ -36,6 +42,7 @@ from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_hash
 from washexp.masking import mask
 from washexp.models.base import ChatRequest, ChatResponse, Model, OverWindow
+from washexp.models.cost import Budget, Charge, Price
 
 MODES = ("auto", "strict")
 
@@ -62,7 +69,15 @@ class Recorder:
     ``model`` may be None in strict mode: nothing will be called.
     """
 
-    def __init__(self, model: Model | None, model_name: str, directory: str | Path, mode: str = "auto"):
+    def __init__(
+        self,
+        model: Model | None,
+        model_name: str,
+        directory: str | Path,
+        mode: str = "auto",
+        price: Price | None = None,
+        budget: Budget | None = None,
+    ):
         if mode not in MODES:
             raise ConfigError(f"endpoint.replay={mode!r}: expected one of {', '.join(MODES)}")
         self.model, self.model_name, self.mode = model, model_name, mode
@@ -74,6 +89,9 @@ class Recorder:
         """Requests answered from a recording."""
         self._seen: dict[str, dict] = {}  # key -> record, for records this process has used
         self._texts: dict[str, str] = {}  # key -> artifact text, made once per key (see artifact)
+        self.price, self.budget = price, budget
+        self._live: dict[str, float | None] = {}  # key -> cost of the call sent for it (None: unknown)
+        self._charged: set[str] = set()  # keys a charge has counted
 
     def path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
@@ -92,12 +110,10 @@ class Recorder:
                 record = self.load(key)  # sent meanwhile by another process or thread
                 if record is None:
                     entry = {"key": key, "model": self.model_name, "role": role, "request": _request_dict(request)}
-                    try:
-                        response = self.model.chat(request)
-                        entry["response"] = {k: v for k, v in asdict(response).items() if k != "key"}
-                    except OverWindow as err:
-                        entry["over_window"] = str(err)
+                    cost = self._send(request, entry, role, task_id)
                     record, sent = self._write(key, entry), True
+                    with self._lock:
+                        self._live[key] = cost
         counter = "calls" if sent else "hits"
         with self._lock:
             setattr(self, counter, getattr(self, counter) + 1)
@@ -106,6 +122,56 @@ class Recorder:
             where = f"{role or 'call'}{f' of task {task_id}' if task_id else ''}"
             raise OverWindow(f"{record['over_window']} ({where}, request {key[:12]})")
         return ChatResponse(**{**record["response"], "key": key})
+
+    def _send(self, request: ChatRequest, entry: dict, role: str, task_id: str | None) -> float | None:
+        """Send ``request`` (within the budget), fill ``entry``'s response or refusal; its cost."""
+        held = None
+        if self.budget is not None and self.price is not None:
+            where = f"{role or 'call'}{f' of task {task_id}' if task_id else ''}"
+            held = self.budget.reserve(self.price.estimate(request), where)
+        cost: float | None = 0.0
+        try:
+            try:
+                response = self.model.chat(request)
+            except OverWindow as err:  # refused for length: nothing was generated, nothing charged
+                entry["over_window"] = str(err)
+                return 0.0 if self.price is not None else None
+            entry["response"] = {
+                k: v for k, v in asdict(response).items() if k != "key" and not (k == "cached_tokens" and v is None)
+            }
+            cost = self.price.cost(response) if self.price is not None else None
+            return cost
+        finally:
+            if held is not None:  # a failed call costs nothing; an unreported one its estimate
+                self.budget.settle(held, held if cost is None else cost)
+
+    def used(self) -> list[str]:
+        """The keys this recorder has answered, in the order each was first asked."""
+        with self._lock:
+            return list(self._seen)
+
+    def charge(self, keys) -> Charge:
+        """What the calls behind ``keys`` cost, each key counted once per recorder (in the first
+        charge that names it): a call this recorder sent is live (its cost), any other recording
+        replayed (0). ``cost_usd`` is None without a price or when a live reply had no usage."""
+        live = replayed = unpriced = 0
+        costs: list[float] = []
+        with self._lock:
+            for key in dict.fromkeys(keys):
+                if key in self._charged:
+                    continue
+                self._charged.add(key)
+                if key in self._live:
+                    live += 1
+                    cost = self._live[key]
+                    if cost is None and self.price is not None:
+                        unpriced += 1
+                    else:
+                        costs.append(cost)
+                else:
+                    replayed += 1
+        total = math.fsum(costs) if self.price is not None and not unpriced else None
+        return Charge(total, live, replayed, unpriced)
 
     def close(self) -> None:
         """Stop calling out (an in-flight retry gives up); replays still answer."""

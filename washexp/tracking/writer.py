@@ -187,6 +187,7 @@ class Run:
     def fail(self, error: BaseException, status: str = "FAILED") -> None:
         text = "".join(traceback.format_exception(error))
         tags = {ERROR_TAG: f"{type(error).__name__}: {error}"[:5000], ERROR_TYPE_TAG: type(error).__name__}
+        tags |= getattr(error, "tags", None) or {}  # what the error says of the runs it ends (stopped=budget)
         self.tracker._close(self, {}, {"error.txt": text}, {}, tags, {}, status)
 
     def end_by(self, error: BaseException) -> None:

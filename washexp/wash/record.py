@@ -133,6 +133,9 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left
         instructions |= told
     if instructions:
         tables.append(record_fidelity.instructions_table(instructions))
+    cost = _cost_table(parents)
+    if cost is not None:
+        tables.append(cost)
     for _, kid in kids[kids["tags.washexp.kind"] == "wash-store"].iterrows():
         for rd in _artifact(options.uri, kid["run_id"], "rounds.json") or []:
             for lost in rd.get("lost_now", []):
@@ -489,6 +492,9 @@ def _sawtooth(parents: pd.DataFrame, kids: pd.DataFrame, uri: str, stem: str) ->
                 "A_total": _value(p, "A/total"),
                 "A_run_costs": _value(p, "A/run_costs"),
                 "A_total_with_costs": _value(p, "A/total_with_costs"),
+                "A_cost_usd": next(
+                    (selection.value(a, "cost_usd") for _, a in arms.iterrows() if a.get("tags.arm") == "A"), None
+                ),
                 "B_total": _value(p, "B/total"),
                 "delta_pct": _value(p, "delta_pct"),
                 "A_washes": _value(p, "A/washes"),
@@ -501,6 +507,7 @@ def _sawtooth(parents: pd.DataFrame, kids: pd.DataFrame, uri: str, stem: str) ->
             series[f"{who} · {_who(p['washer'], p['gates'])} · gauge {p['gauge']}"] = [
                 (s["session"], s["always_loaded"]) for s in sessions
             ]
+    priced = any(r["A_cost_usd"] is not None for r in rows)
     cols = (
         Column("washer", "washer"),
         Column("gauge", "gauge"),
@@ -508,6 +515,7 @@ def _sawtooth(parents: pd.DataFrame, kids: pd.DataFrame, uri: str, stem: str) ->
         Column("A_total", "A always-loaded total", lambda r: _int(r.get("A_total"))),
         Column("A_run_costs", "A run costs", lambda r: _int(r.get("A_run_costs"))),
         Column("A_total_with_costs", "A total + costs", lambda r: _int(r.get("A_total_with_costs"))),
+        *((Column("A_cost_usd", "A run costs (USD)", lambda r: _usd(r.get("A_cost_usd"))),) if priced else ()),
         Column("B_total", "B always-loaded total", lambda r: _int(r.get("B_total"))),
         Column("delta_pct", "Δ% = (B − A) / B", lambda r: _pct(r.get("delta_pct"))),
         Column("A_washes", "A washes", lambda r: _int(r.get("A_washes"))),
@@ -520,7 +528,8 @@ def _sawtooth(parents: pd.DataFrame, kids: pd.DataFrame, uri: str, stem: str) ->
         cols,
         tuple(rows),
         note="Always-loaded = the index + governance files (caliper estimate, ~est tokens) after each session. "
-        "A washes exactly when its gauge fires; B never. A's total includes its washes' own token cost.",
+        "A washes exactly when its gauge fires; B never. A's total includes its washes' own token cost"
+        + (", in money too: A run costs (USD), the live calls at the configured endpoint.price." if priced else "."),
     )
     plot = Plot(
         f"{stem}-sawtooth.png",
@@ -530,6 +539,47 @@ def _sawtooth(parents: pd.DataFrame, kids: pd.DataFrame, uri: str, stem: str) ->
         ),
     )
     return table, plot
+
+
+def _cost_table(parents: pd.DataFrame) -> Table | None:
+    """What each measurement's model calls cost (its runs' ``cost_usd``, ``calls_live``,
+    ``calls_replayed``); None when no measurement counted calls (no model washer)."""
+    rows = [
+        {
+            "measurement": p["measurement"],
+            "washer": _who(p["washer"], p["gates"]),
+            "gauge": p["gauge"],
+            "cost_usd": selection.value(p, "cost_usd"),
+            "calls_live": selection.value(p, "calls_live"),
+            "calls_replayed": selection.value(p, "calls_replayed"),
+            "run_id": p["run_id"],
+        }
+        for _, p in parents.iterrows()
+        if selection.value(p, "calls_live") is not None
+    ]
+    if not rows:
+        return None
+    cols = (
+        Column("measurement", "measurement"),
+        Column("washer", "washer"),
+        Column("gauge", "gauge"),
+        Column("cost_usd", "cost (USD)", lambda r: _usd(r["cost_usd"])),
+        Column("calls_live", "live calls", lambda r: _int(r["calls_live"])),
+        Column("calls_replayed", "replayed calls", lambda r: _int(r["calls_replayed"])),
+        Column("run_id", "measurement run"),
+    )
+    return Table(
+        "cost",
+        "Cost of the model calls, per measurement",
+        cols,
+        tuple(rows),
+        note="Cost: the money of the live calls at the configured endpoint.price (n/a: no price, or a reply "
+        "without usage); a replayed call is free and counted apart.",
+    )
+
+
+def _usd(v) -> str:
+    return "n/a" if v is None else f"{v:.6f}"
 
 
 def _runs_table(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:

@@ -26,6 +26,7 @@ from washexp.config import identify
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import tree_digest
 from washexp.ledger import Entry
+from washexp.models.cost import sum_metrics
 from washexp.provenance import code_digest, files_digest, git_commit, package_source, public_config
 from washexp.runner import Result, Work, run_group
 from washexp.wash import caliper, fidelity, gauge, pipeline, ported, rounds, sawtooth, summary
@@ -267,6 +268,8 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
 
     if washer_model is not None and washer_model.served:  # the local server's log, as the parent's artifact
         summarize = _with_server_log(summarize, washer_model)
+    if washer_model is not None:  # what each child's calls cost, and the measurement's sum
+        compute, summarize = _charged(compute, summarize, washer_model.recorder)
     parent = Work(f"{label} · {m.name}", parent_identity, params, {**tags, "washexp.kind": "measurement"})
     outcome = run_group(
         _tracker(cfg, sweep), parent, children, compute, summarize, rerun=cfg.rerun, fatal=(ModelError,)
@@ -287,6 +290,24 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
             else summary.headline(m.name, outcome.metrics, gauges),
         )
     return outcome.metrics
+
+
+def _charged(compute, summarize, recorder):
+    """``compute`` with the cost of the calls it made (``cost_usd``, ``calls_live``,
+    ``calls_replayed``: the recorder's keys first used while it ran; a measurement's children run
+    one at a time), ``summarize`` with their sums."""
+
+    def charged_compute(work: Work) -> Result:
+        before = recorder.used()
+        result = compute(work)
+        result.metrics.update(recorder.charge(recorder.used()[len(before) :]).metrics())
+        return result
+
+    def charged_summarize(results) -> Result:
+        result = summarize(results)
+        return replace(result, metrics={**result.metrics, **sum_metrics(list(results.values()))})
+
+    return charged_compute, charged_summarize
 
 
 def _with_server_log(summarize, washer_model):
