@@ -462,9 +462,35 @@ def take_inventory(texts: list[str]) -> Inventory:
     return _inventory_of(tuple(texts))
 
 
+_WIKILINK_CROSSING = re.compile(r"\[\[[^\[\]\n]*\n[^\[\]]*\]\]")
+_MDLINK_MAY_CROSS = re.compile(f"\\]\\([{WS}0-9A-Za-z.-]*\n", A)
+
+
+def _line_local(text: str) -> bool:
+    """No match of the gate's patterns can cross a line break. Only two can hold one: a wikilink,
+    and the whitespace after a markdown link's ``](``, which in the number scan may also be a date or
+    version already blanked out (``](1.2.3`` then a line break); every other pattern excludes ``\n``
+    or is made of digits, letters and punctuation, and a mask is a match's own span."""
+    return not _WIKILINK_CROSSING.search(text) and not _MDLINK_MAY_CROSS.search(text)
+
+
 @lru_cache(maxsize=256)
 def _inventory_of(texts: tuple[str, ...]) -> Inventory:
     inv = Inventory()
+    if len(texts) == 1:
+        text = texts[0]
+        distinct = "\n".join(dict.fromkeys(lines(text)))
+        if distinct != text and _line_local(text) and _line_local(distinct):
+            # Every match then lies on one line and sees the same neighbours (a line break or the
+            # text's edge) in both texts, so the distinct lines state the same values in the same
+            # first-seen order: one scan serves both layers.
+            for cls, found in token_lists(distinct).items():
+                inv.values[cls].update(dict.fromkeys(found))
+                inv.counts[cls] = Counter(found)
+            keys, inv.frontmatter_incomplete = frontmatter_keys(text)
+            inv.values["frontmatter"].update(dict.fromkeys(keys))
+            inv.values["fencedLines"].update(dict.fromkeys(fenced_lines(text)))
+            return inv
     for text in texts:
         inv.add(text)
     inv.count_lines(list(texts))
