@@ -194,3 +194,32 @@ def test_the_indexed_survivors_name_the_first_coarser_survivor():
             assert got == _first_survivor(tok, after), (tok, after)
             named[got is not None] += 1
     assert named[True] > 500
+
+
+def _numbers_as_written(text: str) -> list[str]:
+    """numberScanList as the original writes it: its own regexes, every pass over the whole text."""
+    rx = {name: re.compile(src, re.ASCII) for name, src in ORIGINAL_PATTERNS.items()}
+
+    def mask(t: str, pattern: re.Pattern) -> str:
+        return pattern.sub(lambda m: " " * len(m[0]), t)
+
+    for p in ("ISO_DATE", "DMY_DATE", "VERSION", "V_SHORT_VERSION"):
+        text = mask(text, rx[p])
+    for p in (inventory.MDLINK_DEST, inventory.AUTOLINK, inventory.BARE_URL):
+        text = mask(text, p)
+    out = [m[0].replace(",", "") for m in rx["COMMA_NUM"].finditer(text)]
+    text = mask(text, rx["COMMA_NUM"])
+    for p in ("MAGNITUDE", "PERCENT", "RATIO", "DECIMAL", "INTEGER"):
+        out += [m[0] for m in rx[p].finditer(text)]
+        text = mask(text, rx[p])
+    return out
+
+
+def test_numbers_read_from_the_digit_runs_alone_are_the_whole_texts():
+    rng = random.Random(17)
+    found = 0
+    for _ in range(1500):
+        text = _lines_text(rng) + rng.choice(["", " abc.def-x_y/z", "x" * 50])
+        assert inventory.numbers(text) == _numbers_as_written(text), text
+        found += len(inventory.numbers(text))
+    assert found > 3000

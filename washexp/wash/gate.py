@@ -69,6 +69,7 @@ from washexp.wash.inventory import (
     Inventory,
     evidence_anchors,
     evidence_tokens,
+    frontmatter_keys,
     take_inventory,
 )
 
@@ -447,8 +448,8 @@ def check_store(before: Mapping[str, str], after: Mapping[str, str], approved_dr
         old, new = before.get(name), after.get(name)
         if old == new:
             continue  # an untouched file cannot introduce anything
-        old_fm = old is not None and take_inventory([old]).frontmatter_incomplete
-        new_fm = new is not None and take_inventory([new]).frontmatter_incomplete
+        old_fm = old is not None and frontmatter_keys(old)[1]
+        new_fm = new is not None and frontmatter_keys(new)[1]
         if old_fm or new_fm:
             side = "both" if old_fm and new_fm else "orig" if old_fm else "next"
             drops.append(Drop("frontmatter-inventory-incomplete", side, file=name))

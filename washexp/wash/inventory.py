@@ -127,6 +127,8 @@ def canon_date(d: str) -> str:
 
 def _all(text: str, rx: re.Pattern, group: int = 0) -> list[str]:
     """Every match, in order (none of the gate's patterns can match empty)."""
+    if rx.groups == (1 if group else 0):  # findall gives just that group (or the match): no match objects
+        return rx.findall(text)
     return [m[group] for m in rx.finditer(text)]
 
 
@@ -155,9 +157,19 @@ def _mask(text: str, *patterns: re.Pattern) -> str:
     return text
 
 
+# A number's characters and the neighbours its \b and lookbehinds read lie in one run of [\w.,%/+-];
+# runs without a digit hold no number, and any other character is a separator to every number form.
+_DIGITLESS_RUN = re.compile(r"[A-Za-z_.,%/+-](?<![\w.,%/+-][A-Za-z_.,%/+-])[A-Za-z_.,%/+-]*(?![\w.,%/+-])", A)
+_SEPARATORS = re.compile(r"[^\w.,%/+-]+", A)
+
+
 def numbers(text: str) -> list[str]:
-    """Every numeric token, most specific form first, each form's spans masked before the next."""
+    """Every numeric token, most specific form first, each form's spans masked before the next.
+
+    The number forms read only the runs of ``[\\w.,%/+-]`` that hold a digit, each as a whole with a
+    separator either side, so they scan those runs alone, a space between each two."""
     work = _mask(text, ISO_DATE, DMY_DATE, VERSION, V_SHORT_VERSION, MDLINK_DEST, AUTOLINK, BARE_URL)
+    work = _SEPARATORS.sub(" ", _DIGITLESS_RUN.sub("", work))
     found, work = _take(work, COMMA_NUM)
     out = [v.replace(",", "") for v in found]
     for rx in (MAGNITUDE, PERCENT, RATIO, DECIMAL):
