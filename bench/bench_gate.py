@@ -4,7 +4,7 @@
                                [--node-gate /tmp/coalwash/scripts/lib/fidelity-gate.mjs]
                                [--equivalence 800]
 
-Generates (seeded, in memory; written to a temporary folder for Node, deleted afterwards) three
+Generates (seeded, in memory; written to a temporary folder for Node, deleted afterwards) four
 before/after pairs of memory text:
 
 - ``drop-heavy-512k``: 512 KB of value-dense notes (dates, versions, links, wikilinks, code spans,
@@ -15,7 +15,9 @@ before/after pairs of memory text:
   hex ids, issue refs and file names; the after-text cuts most citations and keeps the claims:
   thousands of orphaned evidence anchors;
 - ``no-final-newline-256k``: 256 KB, a short head then one long pasted line (claims, values,
-  citations) and no final newline; the after-text changes a few words.
+  citations) and no final newline; the after-text changes a few words;
+- ``prose-no-final-nl-256k``: 256 KB of short prose lines, a value on one in ten, no final
+  newline; the after-text changes a few words.
 
 Times washexp's ``gate.check`` in this process (the inventory caches cleared before every run)
 and, given ``--node-gate`` (a copy of CoalWash's ``scripts/lib/fidelity-gate.mjs``; ``node`` on
@@ -205,7 +207,17 @@ def no_final_newline(rng: random.Random, size: int) -> tuple[str, str]:
     return before, "\n".join(head) + "\n" + " ".join(edited)
 
 
-CASES = ["drop-heavy-512k", "marker-heavy-1m", "no-final-newline-256k"]
+CASES = ["drop-heavy-512k", "marker-heavy-1m", "no-final-newline-256k", "prose-no-final-nl-256k"]
+
+
+def prose(rng: random.Random, size: int) -> tuple[str, str]:
+    lines: list[str] = []
+    total = 0
+    while total < size:
+        lines.append(f"- {_words(rng, 12)} {_value(rng, len(lines)) if rng.random() < 0.1 else ''}")
+        total += len(lines[-1].encode()) + 1
+    before = "\n".join(lines)  # no final newline
+    return before, before.replace(" the ", " a ", 3)
 
 
 def cases(seed: int) -> dict[str, tuple[str, str]]:
@@ -213,6 +225,7 @@ def cases(seed: int) -> dict[str, tuple[str, str]]:
         "drop-heavy-512k": drop_heavy(random.Random(seed), 512 * 1024),
         "marker-heavy-1m": marker_heavy(random.Random(seed + 1), 1024 * 1024),
         "no-final-newline-256k": no_final_newline(random.Random(seed + 2), 256 * 1024),
+        "prose-no-final-nl-256k": prose(random.Random(seed + 3), 256 * 1024),
     }
 
 
@@ -295,7 +308,7 @@ def bench(args, node: NodeGate | None, work: Path) -> int:
         kb = len(before.encode()) // 1024
         n_drops = len(py_v["drops"])
         line = (
-            f"{name:<22} {kb:>5} KB  {n_drops:>5} drops  washexp {statistics.median(py_wall):7.3f} s"
+            f"{name:<23} {kb:>5} KB  {n_drops:>5} drops  washexp {statistics.median(py_wall):7.3f} s"
             f" (cpu {statistics.median(py_cpu):.3f})"
         )
         if node:
