@@ -223,3 +223,30 @@ def test_numbers_read_from_the_digit_runs_alone_are_the_whole_texts():
         assert inventory.numbers(text) == _numbers_as_written(text), text
         found += len(inventory.numbers(text))
     assert found > 3000
+
+
+def _parse_as_written(tok: str) -> gate._Num:
+    """parseNumToken as the original writes it: three regex shapes, no shortcut for an integer."""
+    percent = tok.endswith("%")
+    body = tok[:-1] if percent else tok
+    if re.fullmatch(r"[0-9]+/[0-9]+", body):
+        return gate._Num("ratio")
+    if m := re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)[kK]", body):
+        decimals = len(m[1].partition(".")[2])
+        value, ulp = float(m[1]) * 1000, 1000 / gate._pow10(decimals)
+    elif re.fullmatch(r"[0-9]+(?:\.[0-9]+)?", body):
+        decimals = len(body.partition(".")[2])
+        value = float(body)
+        ulp = 1 / gate._pow10(decimals) if decimals else gate._pow10(len(body) - len(body.rstrip("0")))
+    else:
+        return gate._Num("unknown")
+    return gate._Num("percent" if percent else "plain", value, ulp, len(re.sub(r"[.kK]", "", body).lstrip("0")))
+
+
+def test_a_number_parses_as_the_original_parses_it():
+    rng = random.Random(23)
+    for _ in range(5000):
+        tok = "".join(rng.choice("0000123456789.kK%/-\u0e51\u00b2") for _ in range(rng.randint(0, 6)))
+        assert gate._parse_number(tok) == _parse_as_written(tok), tok
+    for tok in ["0", "00", "440", "44000", "1" + "0" * 400, "9" * 400 + "%", "\u0e51\u0e52", "12\u00b2"]:
+        assert gate._parse_number(tok) == _parse_as_written(tok), tok

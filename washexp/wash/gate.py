@@ -242,6 +242,10 @@ def _parse_number(tok: str) -> _Num:
     zeros coarsen an integer); significant digits exclude leading zeros and the ``k``."""
     percent = tok.endswith("%")
     body = tok[:-1] if percent else tok
+    if body.isascii() and body.isdigit():  # a plain integer, the common case: no regex
+        stripped = body.lstrip("0")
+        ulp = _pow10(len(body) - len(body.rstrip("0")))
+        return _Num("percent" if percent else "plain", float(body), ulp, len(stripped))
     if _RATIO_BODY.fullmatch(body):
         return _Num("ratio")
     if m := _K_BODY.fullmatch(body):
