@@ -53,10 +53,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from washexp.wash.files import md_names
@@ -66,6 +69,7 @@ from washexp.wash.inventory import (
     Inventory,
     evidence_anchors,
     evidence_tokens,
+    frontmatter_keys,
     take_inventory,
 )
 
@@ -226,51 +230,135 @@ def _pow10(n: int) -> float:
         return float("inf")
 
 
+_RATIO_BODY = re.compile(r"[0-9]+/[0-9]+")
+_K_BODY = re.compile(r"([0-9]+(?:\.[0-9]+)?)[kK]")
+_PLAIN_BODY = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_NOT_SIG = re.compile(r"[.kK]")
+
+
+@lru_cache(maxsize=65536)
 def _parse_number(tok: str) -> _Num:
     """``44k`` -> 44000 in thousands; ``64.6%`` -> 64.6 in tenths; ``44000`` -> in thousands (trailing
     zeros coarsen an integer); significant digits exclude leading zeros and the ``k``."""
     percent = tok.endswith("%")
     body = tok[:-1] if percent else tok
-    if re.fullmatch(r"[0-9]+/[0-9]+", body):
+    if body.isascii() and body.isdigit():  # a plain integer, the common case: no regex
+        stripped = body.lstrip("0")
+        ulp = _pow10(len(body) - len(body.rstrip("0")))
+        return _Num("percent" if percent else "plain", float(body), ulp, len(stripped))
+    if _RATIO_BODY.fullmatch(body):
         return _Num("ratio")
-    if m := re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)[kK]", body):
+    if m := _K_BODY.fullmatch(body):
         decimals = len(m[1].partition(".")[2])
         value, ulp = float(m[1]) * 1000, 1000 / _pow10(decimals)
-    elif re.fullmatch(r"[0-9]+(?:\.[0-9]+)?", body):
+    elif _PLAIN_BODY.fullmatch(body):
         decimals = len(body.partition(".")[2])
         value = float(body)
         ulp = 1 / _pow10(decimals) if decimals else _pow10(len(body) - len(body.rstrip("0")))
     else:
         return _Num("unknown")
-    sig = len(re.sub(r"[.kK]", "", body).lstrip("0"))
+    sig = len(_NOT_SIG.sub("", body).lstrip("0"))
     return _Num("percent" if percent else "plain", value, ulp, sig)
 
 
-def _survivor_candidates(after_numbers: Iterable[str]) -> dict[str, list[tuple[str, _Num]]]:
+class _Survivors:
+    """The surviving numbers of one kind, indexed so a dropped number finds the first (in inventory
+    order) that states its quantity more coarsely without trying every survivor: per last-place unit
+    ``u``, the survivors sorted by value, so only those within ``2u`` of the dropped value are tried
+    (a survivor ``c`` qualifies only if ``|value - c.value| < c.ulp``)."""
+
+    def __init__(self, found: list[tuple[int, str, _Num]]):
+        by_ulp: dict[float, list[tuple[float, int, str, float]]] = {}
+        for order, tok, n in found:
+            if math.isfinite(n.value) and math.isfinite(n.ulp) and n.ulp > 0:  # others never qualify
+                by_ulp.setdefault(n.ulp, []).append((n.value, order, tok, n.ulp))
+        self.groups = sorted((ulp, sorted(group)) for ulp, group in by_ulp.items())
+        self.ulps = [ulp for ulp, _ in self.groups]
+        self.values = [[v for v, *_ in group] for _, group in self.groups]
+
+    def first(self, o: _Num) -> str | None:
+        best: tuple[int, str] | None = None
+        for k in range(bisect_right(self.ulps, o.ulp), len(self.groups)):
+            ulp, group = self.groups[k]
+            values = self.values[k]
+            lo = bisect_left(values, o.value - 2 * ulp)
+            hi = bisect_right(values, o.value + 2 * ulp)
+            for value, order, tok, c_ulp in group[lo:hi]:
+                if c_ulp > o.ulp and abs(o.value - value) < c_ulp and (best is None or order < best[0]):
+                    best = (order, tok)
+        return best[1] if best else None
+
+
+def _survivor_candidates(after_numbers: Iterable[str]) -> dict[str, _Survivors]:
     """Surviving numbers by kind, in inventory order (the first qualifying one is named)."""
-    by_kind: dict[str, list[tuple[str, _Num]]] = {"percent": [], "plain": []}
-    for tok in after_numbers:
+    by_kind: dict[str, list[tuple[int, str, _Num]]] = {"percent": [], "plain": []}
+    for order, tok in enumerate(after_numbers):
         n = _parse_number(tok)
         if n.kind in by_kind:
-            by_kind[n.kind].append((tok, n))
-    return by_kind
+            by_kind[n.kind].append((order, tok, n))
+    return {kind: _Survivors(found) for kind, found in by_kind.items()}
 
 
-def _rounded_survivor(tok: str, candidates: dict[str, list[tuple[str, _Num]]]) -> str | None:
+def _rounded_survivor(tok: str, candidates: dict[str, _Survivors]) -> str | None:
     """The surviving token that states the same quantity at strictly coarser precision (within its
     own last-place unit, so round, floor and ceil all count), if the dropped one had 2+ digits."""
     o = _parse_number(tok)
     if o.kind not in candidates or o.sig < 2:
         return None
-    for cand, c in candidates[o.kind]:
-        if c.ulp > o.ulp and abs(o.value - c.value) < c.ulp:
-            return cand
-    return None
+    return candidates[o.kind].first(o)
 
 
 def _full(cls: str, value: str, before: Inventory, kind: str | None = None, survivor: str | None = None) -> Drop:
     n = max(1, before.counts[cls][value]) if cls in before.counts else 1
     return Drop(kind or DROP_TYPE[cls], value, n, n, 0, survivor)
+
+
+_TRIE_NESTING_CAP = 64  # deeper alternations are searched token by token (the regex compiler recurses)
+
+
+def _trie_pattern(node: dict, depth: int = 0) -> str | None:
+    """A regex matching the longest of a trie's words at a position (None: nested too deep)."""
+    alts = []
+    for ch, child in sorted((ch, child) for ch, child in node.items() if ch):
+        rest = _trie_pattern(child, depth + (len(node) > 1))
+        if rest is None or depth > _TRIE_NESTING_CAP:
+            return None
+        alts.append(re.escape(ch) + rest)
+    if not alts:
+        return ""
+    if len(alts) == 1 and "" not in node:
+        return alts[0]
+    return "(?:" + "|".join(alts) + ")" + ("?" if "" in node else "")
+
+
+def occurring(tokens: Iterable[str], text: str) -> set[str]:
+    """The ASCII tokens that occur in ``text`` as substrings (``tok in text`` for each), in one scan
+    of the text rather than one per token: a trie of the tokens as one regex finds the longest token
+    at each position where any starts, and the tokens that are prefixes of it start there too.
+    UTF-8 never encodes a non-ASCII character with ASCII bytes, so the scan reads the text's bytes."""
+    trie: dict = {}
+    for tok in tokens:
+        node = trie
+        for ch in tok:
+            node = node.setdefault(ch, {})
+        node[""] = True
+    if not trie:
+        return set()
+    data = text.encode("utf-8", "surrogatepass")
+    pattern = _trie_pattern(trie)
+    if pattern is None:
+        return {tok for tok in tokens if tok.encode() in data}
+    rx = re.compile(pattern.encode("ascii"))
+    found: set[str] = set()
+    pos = 0
+    while m := rx.search(data, pos):
+        node, word = trie, m[0].decode("ascii")
+        for k, ch in enumerate(word, 1):
+            node = node[ch]
+            if "" in node:
+                found.add(word[:k])
+        pos = m.start() + 1
+    return found
 
 
 def _evidence_drops(before_texts: list[str], after_text: str) -> list[Drop]:
@@ -281,19 +369,16 @@ def _evidence_drops(before_texts: list[str], after_text: str) -> list[Drop]:
             anchors.setdefault(tok, marker)
     present = evidence_tokens(after_text)
     alive: dict[str, bool] = {}
-    drops = []
-    for tok, marker in anchors.items():
-        if tok in present or tok in after_text:
-            continue
+    for marker in anchors.values():
         if marker not in alive:
             alive[marker] = (
                 "100%" in after_text
                 if marker == "100%"
                 else bool(re.search(rf"\b{re.escape(marker)}\b", after_text, re.ASCII | re.IGNORECASE))
             )
-        if alive[marker]:
-            drops.append(Drop("evidence-anchor-drop", tok, marker=marker))
-    return drops
+    gone = [tok for tok, marker in anchors.items() if alive[marker] and tok not in present]
+    still = occurring(gone, after_text)
+    return [Drop("evidence-anchor-drop", tok, marker=anchors[tok]) for tok in gone if tok not in still]
 
 
 def _hazards(before: str, after: str, where: str = "") -> tuple[list[Drop], list[str]]:
@@ -367,8 +452,8 @@ def check_store(before: Mapping[str, str], after: Mapping[str, str], approved_dr
         old, new = before.get(name), after.get(name)
         if old == new:
             continue  # an untouched file cannot introduce anything
-        old_fm = old is not None and take_inventory([old]).frontmatter_incomplete
-        new_fm = new is not None and take_inventory([new]).frontmatter_incomplete
+        old_fm = old is not None and frontmatter_keys(old)[1]
+        new_fm = new is not None and frontmatter_keys(new)[1]
         if old_fm or new_fm:
             side = "both" if old_fm and new_fm else "orig" if old_fm else "next"
             drops.append(Drop("frontmatter-inventory-incomplete", side, file=name))

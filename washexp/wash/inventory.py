@@ -26,7 +26,7 @@ out below. Evidence windows and the frontmatter head scan count UTF-16 code unit
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -47,11 +47,47 @@ CLASSES = ("wikilinks", "dates", "versions", "links", "frontmatter", "codespans"
 COUNTED = ("wikilinks", "dates", "versions", "links", "codespans", "quotes", "numbers")
 """The single-line classes the multiset layer counts; frontmatter and fences are block parsers (sets only)."""
 
+# The original's patterns as JavaScript spells them (with re.ASCII, Python reads them the same way).
+# Those opening with \b, a lookbehind or an optional sign are compiled below in an equivalent
+# spelling that opens on a character class, so Python's engine skips in C to the positions where a
+# match can start instead of trying the pattern at every position (3x faster on digit-dense text);
+# tests/test_wash_gate.py holds each spelling to the original's matches on random text.
+_MON = "(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+_SIGN = r"(?:(?<![\w.])[-+])?"  # a sign counts only when not glued to a word, digit or dot ("3-sub", "15-20")
+_EXT = r"\.(?:md|mjs|cjs|js|json|jsonc|ps1|txt|yml|yaml|log|py|ts|sh)\b"
+_MARKERS = ("proven", "verified", "measured", "confirmed")
+ORIGINAL_PATTERNS = {
+    "ISO_DATE": r"\b\d{4}-\d{2}-\d{2}\b",
+    "DMY_DATE": rf"\b\d{{1,2}}-{_MON}-\d{{4}}\b",
+    "VERSION": r"\bv?\d+\.\d+(?:\.\d+)+(?:-[0-9A-Za-z][0-9A-Za-z.-]*)?\b",
+    "V_SHORT_VERSION": r"\bv\d+\.\d+(?:\.\d+)*(?:-[0-9A-Za-z][0-9A-Za-z.-]*)?\b",
+    "COMMA_NUM": _SIGN + r"\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b%?",
+    "MAGNITUDE": _SIGN + r"\b\d+(?:\.\d+)?[kK]\b",
+    "PERCENT": _SIGN + r"\b\d+(?:\.\d+)?%",
+    "RATIO": _SIGN + r"\b\d+/\d+\b",
+    "DECIMAL": _SIGN + r"\b\d+\.\d+\b",
+    "INTEGER": _SIGN + r"\b\d{2,}\b",
+    "CLAIM_MARKER": rf"\b(?:{'|'.join(_MARKERS)})\b|\b100%",  # case-insensitive
+    "FILE_REF": r"\b\w[\w.-]*" + _EXT,
+}
+
+
+def _signed(first_sign: str, first_digit: str, rest: str) -> str:
+    """``(?:(?<![\\w.])[-+])?\\b\\d<q>`` + rest, opening on ``[-+\\d]``: after a sign the digits take
+    ``first_sign``, after a first digit (preceded by no word character: the ``\\b``) ``first_digit``."""
+    return rf"[-+\d](?:(?<=[-+])(?<![\w.][-+])\d{first_sign}|(?<=\d)(?<!\w\d)\d{first_digit}){rest}"
+
+
+def _nocase(word: str) -> str:
+    return "".join(f"[{c}{c.upper()}]" if c.isalpha() else re.escape(c) for c in word)
+
+
 WIKILINK = re.compile(r"\[\[([^\[\]]+)\]\]", A)
-ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b", A)
-DMY_DATE = re.compile(r"\b\d{1,2}-(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)-\d{4}\b", A)
-VERSION = re.compile(r"\bv?\d+\.\d+(?:\.\d+)+(?:-[0-9A-Za-z][0-9A-Za-z.-]*)?\b", A)
-V_SHORT_VERSION = re.compile(r"\bv\d+\.\d+(?:\.\d+)*(?:-[0-9A-Za-z][0-9A-Za-z.-]*)?\b", A)
+ISO_DATE = re.compile(r"\d(?<!\w\d)\d{3}-\d{2}-\d{2}\b", A)
+DMY_DATE = re.compile(rf"\d(?<!\w\d)\d?-{_MON}-\d{{4}}\b", A)
+_PRE = r"(?:-[0-9A-Za-z][0-9A-Za-z.-]*)?\b"  # a version's pre-release tail
+VERSION = re.compile(r"[v\d](?:(?<=v)(?<!\wv)\d+|(?<=\d)(?<!\w\d)\d*)\.\d+(?:\.\d+)+" + _PRE, A)
+V_SHORT_VERSION = re.compile(r"v(?<!\wv)\d+\.\d+(?:\.\d+)*" + _PRE, A)
 MDLINK_DEST = re.compile(f"\\]\\([{WS}]*<?([^{WS})>]+)", A)
 AUTOLINK = re.compile(f"<((?:https?|ftp|mailto):[^>{WS}]+)>", A)
 BARE_URL = re.compile(f"(?:https?|ftp)://[^{WS}<>()\\[\\]]+", A)
@@ -59,15 +95,14 @@ CODESPAN = re.compile(r"`([^`\n]+)`", A)
 CURLY_QUOTE = re.compile("\u201c([^\u201d\\n]+)\u201d", A)
 STRAIGHT_QUOTE = re.compile(r'"([^"\n]+)"', A)
 FENCE_LINE = re.compile(r" {0,3}(`{3,}|~{3,})([^\n\r\u2028\u2029]*)", A)  # fullmatch; JS `.` excludes CR, LS, PS
+_FENCE_START = re.compile(r"^ {0,3}(?:`{3}|~{3})", re.MULTILINE)  # a line where a fence may open or close
 
-# A sign is part of a number only when not glued to a word, digit or dot ("3-sub", "15-20" stay separators).
-_SIGN = r"(?:(?<![\w.])[-+])?"
-COMMA_NUM = re.compile(_SIGN + r"\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b%?", A)
-MAGNITUDE = re.compile(_SIGN + r"\b\d+(?:\.\d+)?[kK]\b", A)
-PERCENT = re.compile(_SIGN + r"\b\d+(?:\.\d+)?%", A)
-RATIO = re.compile(_SIGN + r"\b\d+/\d+\b", A)
-DECIMAL = re.compile(_SIGN + r"\b\d+\.\d+\b", A)
-INTEGER = re.compile(_SIGN + r"\b\d{2,}\b", A)
+COMMA_NUM = re.compile(_signed("{1,3}", "{0,2}", r"(?:,\d{3})+(?:\.\d+)?\b%?"), A)
+MAGNITUDE = re.compile(_signed("+", "*", r"(?:\.\d+)?[kK]\b"), A)
+PERCENT = re.compile(_signed("+", "*", r"(?:\.\d+)?%"), A)
+RATIO = re.compile(_signed("+", "*", r"/\d+\b"), A)
+DECIMAL = re.compile(_signed("+", "*", r"\.\d+\b"), A)
+INTEGER = re.compile(_signed("{2,}", "+", r"\b"), A)
 
 _MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 MONTHS = {m: f"{i:02d}" for i, m in enumerate(_MONTH_NAMES, 1)}
@@ -92,25 +127,55 @@ def canon_date(d: str) -> str:
 
 def _all(text: str, rx: re.Pattern, group: int = 0) -> list[str]:
     """Every match, in order (none of the gate's patterns can match empty)."""
+    if rx.groups == (1 if group else 0):  # findall gives just that group (or the match): no match objects
+        return rx.findall(text)
     return [m[group] for m in rx.finditer(text)]
 
 
+def _take(text: str, rx: re.Pattern, group: int = 0) -> tuple[list[str], str]:
+    """(every match, the text with each match blanked out by spaces): one scan for both, so a
+    claimed span is not scanned again by the next pattern."""
+    found: list[str] = []
+    parts: list[str] = []
+    last = 0
+    for m in rx.finditer(text):
+        found.append(m[group])
+        start, end = m.span()
+        parts.append(text[last:start])
+        parts.append(" " * (end - start))
+        last = end
+    if not found:
+        return found, text
+    parts.append(text[last:])
+    return found, "".join(parts)
+
+
 def _mask(text: str, *patterns: re.Pattern) -> str:
-    """Blank out each pattern's matches with spaces, in turn, so a claimed span is not scanned again."""
+    """Blank out each pattern's matches with spaces, in turn."""
     for rx in patterns:
-        text = rx.sub(lambda m: " " * len(m[0]), text)
+        text = _take(text, rx)[1]
     return text
 
 
+# A number's characters and the neighbours its \b and lookbehinds read lie in one run of [\w.,%/+-];
+# runs without a digit hold no number, and any other character is a separator to every number form.
+_DIGITLESS_RUN = re.compile(r"[A-Za-z_.,%/+-](?<![\w.,%/+-][A-Za-z_.,%/+-])[A-Za-z_.,%/+-]*(?![\w.,%/+-])", A)
+_SEPARATORS = re.compile(r"[^\w.,%/+-]+", A)
+
+
 def numbers(text: str) -> list[str]:
-    """Every numeric token, most specific form first, each form's spans masked before the next."""
+    """Every numeric token, most specific form first, each form's spans masked before the next.
+
+    The number forms read only the runs of ``[\\w.,%/+-]`` that hold a digit, each as a whole with a
+    separator either side, so they scan those runs alone, a space between each two."""
     work = _mask(text, ISO_DATE, DMY_DATE, VERSION, V_SHORT_VERSION, MDLINK_DEST, AUTOLINK, BARE_URL)
-    out = [v.replace(",", "") for v in _all(work, COMMA_NUM)]
-    work = _mask(work, COMMA_NUM)
-    for rx in (MAGNITUDE, PERCENT, RATIO, DECIMAL, INTEGER):
-        out += _all(work, rx)
-        work = _mask(work, rx)
-    return out
+    work = _SEPARATORS.sub(" ", _DIGITLESS_RUN.sub("", work))
+    found, work = _take(work, COMMA_NUM)
+    out = [v.replace(",", "") for v in found]
+    for rx in (MAGNITUDE, PERCENT, RATIO, DECIMAL):
+        found, work = _take(work, rx)
+        out += found
+    return out + _all(work, INTEGER)
 
 
 @lru_cache(maxsize=4096)
@@ -120,11 +185,11 @@ def token_lists(text: str) -> dict[str, list[str]]:
     Overlapping patterns are chained with masking (whole version run before ``v1.2``; markdown
     destination before autolink before bare URL) so one physical token counts once.
     """
-    versions = _all(text, VERSION) + _all(_mask(text, VERSION), V_SHORT_VERSION)
-    links = _all(text, MDLINK_DEST, 1)
-    masked = _mask(text, MDLINK_DEST)
-    links += _all(masked, AUTOLINK, 1)
-    links += _all(_mask(masked, AUTOLINK), BARE_URL)
+    versions, masked = _take(text, VERSION)
+    versions += _all(masked, V_SHORT_VERSION)
+    links, masked = _take(text, MDLINK_DEST, 1)
+    autolinks, masked = _take(masked, AUTOLINK, 1)
+    links += autolinks + _all(masked, BARE_URL)
     return {
         "wikilinks": [js_trim(v.split("|")[0]) for v in _all(text, WIKILINK, 1)],
         "dates": [canon_date(v) for v in _all(text, ISO_DATE) + _all(text, DMY_DATE)],
@@ -144,6 +209,8 @@ def fenced_lines(text: str) -> list[str]:
     (4-space) code blocks are not tracked: the real gate's own open gap.
     """
     out: dict[str, None] = {}
+    if not _FENCE_START.search(text):
+        return []  # no line can open a fence
     fence: tuple[str, int] | None = None
     for line in lines(text):
         m = FENCE_LINE.fullmatch(line)
@@ -286,11 +353,18 @@ def frontmatter_keys(text: str) -> tuple[list[str], bool]:
 
 # --- evidence anchors (class 10) ---------------------------------------------------------------
 
-CLAIM_MARKER = re.compile(r"\b(?:proven|verified|measured|confirmed)\b|\b100%", re.ASCII | re.IGNORECASE)
+CLAIM_MARKER = re.compile(  # \b(?:proven|verified|measured|confirmed)\b|\b100%, case-insensitive
+    "[pPvVmMcC1](?<!\\w[pPvVmMcC1])(?:"
+    + "|".join(f"(?<=[{w[0]}{w[0].upper()}]){_nocase(w[1:])}\\b" for w in _MARKERS)
+    + "|(?<=1)00%)",
+    A,
+)
 ISSUE_REF = re.compile(r"#\d+\b", A)
 HEX_ID = re.compile(r"\b[0-9a-f]{7,40}\b", A)
-FILE_REF = re.compile(r"\b\w[\w.-]*\.(?:md|mjs|cjs|js|json|jsonc|ps1|txt|yml|yaml|log|py|ts|sh)\b", A)
+FILE_REF = re.compile(r"\w(?<!\w\w)[\w.-]*" + _EXT, A)
 _FILE_RUN = re.compile(r"[\w.-]+", A)
+_LONG_FILE_RUN = re.compile(r"[\w.-]{257,}", A)  # FILE_REF_RUN_CAP + 1
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 EVIDENCE_WINDOW = 200  # UTF-16 units either side of the marker, clamped to its line
 FILE_REF_RUN_CAP = 256  # bounds the file-name regex's backtracking on long runs without a valid extension
 
@@ -300,25 +374,49 @@ def _is_hex_evidence(tok: str) -> bool:
     return bool(re.search("[a-f]", tok)) and bool(re.search("[0-9]", tok))
 
 
+class _Lines:
+    """Line bounds and UTF-16 offsets of one text, looked up in log time (one pass to build)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.breaks = [m.start() for m in re.finditer("\n", text)]
+        self.astral = [m.start() for m in _ASTRAL.finditer(text)]  # each is 2 UTF-16 units, not 1
+        self.second_halves = [i + k + 1 for k, i in enumerate(self.astral)]  # UTF-16 offsets
+
+    def line(self, at: int) -> tuple[int, int]:
+        """(start, end) of the line holding ``at`` (``end`` at its newline or the text's end)."""
+        k = bisect_left(self.breaks, at)
+        start = self.breaks[k - 1] + 1 if k else 0
+        return start, self.breaks[k] if k < len(self.breaks) else len(self.text)
+
+    def units(self, i: int) -> int:
+        """UTF-16 offset of code point ``i``."""
+        return i + bisect_left(self.astral, i)
+
+    def index(self, u: int) -> int:
+        """The first code point whose UTF-16 offset is ``u`` or more: ``u`` less the second halves
+        of the surrogate pairs that end before it."""
+        return u - bisect_left(self.second_halves, u)
+
+
 def evidence_anchors(text: str) -> dict[str, str]:
     """token -> the proof marker it sits near (first marker wins): issue refs, hex ids, file names
     within 200 UTF-16 units of ``proven``/``verified``/``measured``/``confirmed``/``100%`` on its line."""
     out: dict[str, str] = {}
-    units = None
-    if any(ord(c) > 0xFFFF for c in text):  # positions in code points differ from JS's code units
-        units = [0]
-        for c in text:
-            units.append(units[-1] + (2 if ord(c) > 0xFFFF else 1))
-    for m in CLAIM_MARKER.finditer(text):
-        line_start = text.rfind("\n", 0, m.start()) + 1
-        line_end = text.find("\n", m.start())
-        line_end = len(text) if line_end < 0 else line_end
-        if units is None:
+    markers = list(CLAIM_MARKER.finditer(text))
+    if not markers:
+        return out
+    at = _Lines(text)
+    for m in markers:
+        line_start, line_end = at.line(m.start())
+        if not at.astral:
             lo = max(line_start, m.start() - EVIDENCE_WINDOW)
             hi = min(line_end, m.end() + EVIDENCE_WINDOW)
-        else:
-            lo = bisect_left(units, max(units[line_start], units[m.start()] - EVIDENCE_WINDOW))
-            hi = bisect_right(units, min(units[line_end], units[m.end()] + EVIDENCE_WINDOW)) - 1
+        else:  # JS slices at UTF-16 offsets; a slice edge inside a surrogate pair moves as bisect did
+            lo = at.index(max(at.units(line_start), at.units(m.start()) - EVIDENCE_WINDOW))
+            hi_u = min(at.units(line_end), at.units(m.end()) + EVIDENCE_WINDOW)
+            hi = at.index(hi_u)
+            hi = hi if at.units(hi) <= hi_u else hi - 1
         win = text[lo:hi]
         toks = list(dict.fromkeys(_all(win, ISSUE_REF)))
         toks += [t for t in dict.fromkeys(_all(win, HEX_ID)) if _is_hex_evidence(t)]
@@ -329,9 +427,15 @@ def evidence_anchors(text: str) -> dict[str, str]:
 
 
 def evidence_tokens(text: str) -> set[str]:
-    """Every evidence-shaped token anywhere in a text (where a relocated anchor may have gone)."""
+    """Every evidence-shaped token anywhere in a text (where a relocated anchor may have gone).
+
+    File names are read per run of ``[\\w.-]`` capped at 256 characters, as the original does; a
+    match never crosses a run's edge, so one scan of the text (with the long runs blanked and read
+    capped on their own) finds the same names."""
     found = set(_all(text, ISSUE_REF)) | set(_all(text, HEX_ID))
-    for run in _all(text, _FILE_RUN):
+    long_runs = _take(text, _LONG_FILE_RUN)
+    found.update(_all(long_runs[1], FILE_REF))
+    for run in long_runs[0]:
         found.update(_all(run[:FILE_REF_RUN_CAP], FILE_REF))
     return found
 
@@ -370,9 +474,35 @@ def take_inventory(texts: list[str]) -> Inventory:
     return _inventory_of(tuple(texts))
 
 
+_WIKILINK_CROSSING = re.compile(r"\[\[[^\[\]\n]*\n[^\[\]]*\]\]")
+_MDLINK_MAY_CROSS = re.compile(f"\\]\\([{WS}0-9A-Za-z.-]*\n", A)
+
+
+def _line_local(text: str) -> bool:
+    """No match of the gate's patterns can cross a line break. Only two can hold one: a wikilink,
+    and the whitespace after a markdown link's ``](``, which in the number scan may also be a date or
+    version already blanked out (``](1.2.3`` then a line break); every other pattern excludes ``\n``
+    or is made of digits, letters and punctuation, and a mask is a match's own span."""
+    return not _WIKILINK_CROSSING.search(text) and not _MDLINK_MAY_CROSS.search(text)
+
+
 @lru_cache(maxsize=256)
 def _inventory_of(texts: tuple[str, ...]) -> Inventory:
     inv = Inventory()
+    if len(texts) == 1:
+        text = texts[0]
+        distinct = "\n".join(dict.fromkeys(lines(text)))
+        if distinct != text and _line_local(text) and _line_local(distinct):
+            # Every match then lies on one line and sees the same neighbours (a line break or the
+            # text's edge) in both texts, so the distinct lines state the same values in the same
+            # first-seen order: one scan serves both layers.
+            for cls, found in token_lists(distinct).items():
+                inv.values[cls].update(dict.fromkeys(found))
+                inv.counts[cls] = Counter(found)
+            keys, inv.frontmatter_incomplete = frontmatter_keys(text)
+            inv.values["frontmatter"].update(dict.fromkeys(keys))
+            inv.values["fencedLines"].update(dict.fromkeys(fenced_lines(text)))
+            return inv
     for text in texts:
         inv.add(text)
     inv.count_lines(list(texts))
