@@ -22,6 +22,7 @@ from typing import Any
 
 from washexp.compaction.aggregate import arm_metrics
 from washexp.compaction.artifacts import to_json
+from washexp.compaction.calls import condition_calls, link_grades, recorder_of, recording_keys
 from washexp.compaction.condition import Arm, run_condition
 from washexp.compaction.fixtures import Task, load_tasks
 from washexp.compaction.frozen import FrozenCache, h_impl_for, h_label
@@ -181,12 +182,18 @@ def run_job(cfg, job, sweep) -> None:
     )
     tasks = {t.id: t for t in plan.tasks}
     generations, answers = cfg.model.generations, cfg.model.answers_per_context
+    traced = recorder_of(plan.cache.roles) if cfg.tracking.traces and tracker.traces is not None else None
 
     def compute(work: Work) -> Result:
         task = tasks[work.key]
         out = run_condition(task, plan.arm, plan.cache, generations, answers, method=plan.method)
         artifacts = {**out.artifacts, "config.yaml": plan.config_yaml}
-        return Result(out.metrics, artifacts, out.tables, {"fixture": task.files, "source": plan.source})
+        tables, calls = out.tables, ()
+        if traced is not None:  # every call behind it a trace of its run; each grade names its answer's
+            calls = condition_calls(traced, recording_keys(out.artifacts), task.id)
+            tables = link_grades(tables, calls, tracker.traces.trace_id)
+        manifest = {"fixture": task.files, "source": plan.source}
+        return Result(out.metrics, artifacts, tables, manifest, traces=calls)
 
     def summarize(per_task: dict[str, dict[str, float] | None]) -> Result:
         per_task = {

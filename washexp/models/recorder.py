@@ -24,11 +24,12 @@ import json
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_hash
@@ -53,6 +54,15 @@ def _request_dict(request: ChatRequest) -> dict[str, Any]:
     }
 
 
+class Timing(NamedTuple):
+    """How this process got a key's answer the first time it asked (a trace's latency)."""
+
+    started_ns: int
+    ended_ns: int
+    replayed: bool
+    """Answered from a recording (this process did not send it)."""
+
+
 class Recorder:
     """A ``Model`` that answers from recordings first (``mode=auto``) or only (``strict``).
 
@@ -71,11 +81,13 @@ class Recorder:
         """Requests answered from a recording."""
         self._seen: dict[str, dict] = {}  # key -> record, for records this process has used
         self._texts: dict[str, str] = {}  # key -> artifact text, made once per key (see artifact)
+        self._timings: dict[str, Timing] = {}  # key -> its first answer in this process
 
     def path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
 
     def chat(self, request: ChatRequest, task_id: str | None = None, role: str = "") -> ChatResponse:
+        started = time.time_ns()
         key = request_key(self.model_name, request)
         record, sent = self.load(key), False
         if record is None:
@@ -99,10 +111,16 @@ class Recorder:
         with self._lock:
             setattr(self, counter, getattr(self, counter) + 1)
             self._seen[key] = record
+            if key not in self._timings:
+                self._timings[key] = Timing(started, time.time_ns(), not sent)
         if "over_window" in record:
             where = f"{role or 'call'}{f' of task {task_id}' if task_id else ''}"
             raise OverWindow(f"{record['over_window']} ({where}, request {key[:12]})")
         return ChatResponse(**{**record["response"], "key": key})
+
+    def timing(self, key: str) -> Timing | None:
+        """When this process first asked for ``key`` and got its answer, and how (None: never)."""
+        return self._timings.get(key)
 
     def close(self) -> None:
         """Stop calling out (an in-flight retry gives up); replays still answer."""
