@@ -42,7 +42,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from washexp.masking import mask
+from washexp.masking import MASK, secret_values
 
 RECORDING_KEY = "washexp.recording_key"
 REPLAYED = "washexp.replayed"
@@ -156,8 +156,21 @@ class _Built:
     span: dict[str, Any]
 
 
-def build(call: ModelCall, trace_id: str, experiment_id: str, run_id: str) -> _Built:
-    """The trace of ``call`` (masked), in the form MLflow's client would store it."""
+def _masker(values: list[str]):
+    """:func:`washexp.masking.mask` with the secret values read once (a trace masks ten texts)."""
+
+    def mask(text: str) -> str:
+        for value in values:
+            text = text.replace(value, MASK)
+        return text
+
+    return mask
+
+
+def build(call: ModelCall, trace_id: str, experiment_id: str, run_id: str, secrets: list[str] | None = None) -> _Built:
+    """The trace of ``call`` (masked: ``secrets``, default the environment's), in the form
+    MLflow's client would store it."""
+    mask = _masker(secret_values() if secrets is None else secrets)
     otel_trace = int(trace_id.removeprefix("tr-"), 16)
     span_id = uuid.uuid4().int >> 64 or 1
     inputs = {"messages": [dict(m) for m in call.messages]}
@@ -300,7 +313,8 @@ class TraceStore:
                 continue
             seen.add(tid)
             (linked if tid in self._written else new).append((tid, call))
-        built = [build(call, tid, self._experiment_id, run_id) for tid, call in new]
+        secrets = secret_values()
+        built = [build(call, tid, self._experiment_id, run_id, secrets) for tid, call in new]
         if self._sql is not None:
             self._write_sql(run_id, built, [tid for tid, _ in linked])
         else:
