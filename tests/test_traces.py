@@ -226,3 +226,32 @@ def test_rows_read_as_mlflows_own_trace(tmp_path, monkeypatch, path):
     for run_id in (first, second):
         found = mlflow.search_traces(locations=[exp], run_id=run_id, return_type="list")
         assert {t.info.trace_id for t in found} == {ours.info.trace_id, official_id}
+
+
+# -- a wash condition's calls (a model washer) ----------------------------------------------------
+
+
+def test_a_model_washers_calls_are_traces_of_their_store_runs(tmp_path):
+    from tests.test_wash_model_washers import MODEL, SUPERSEDED_FAT
+    from tests.wash_model_server import WashScript
+    from tests.wash_model_server import serve as serve_wash
+
+    script = WashScript(fat=SUPERSEDED_FAT)
+    args = ["-m", "benchmark=wash", "measurement=ceiling", "store=[superseded]", "model=openai", "washer=coalwash"]
+    with serve_wash(script) as url:
+        run_cli(
+            [*args, f"model.name={MODEL}", f"endpoint.base_url={url}", f"endpoint.recordings={tmp_path / 'rec'}"],
+            tmp_path,
+        )
+    assert script.requests
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("wash").experiment_id
+    stores = client.search_runs([exp], "tags.`washexp.kind` = 'wash-store'")
+    every = _traces(tmp_path, exp)
+    assert len(every) == len(list((tmp_path / "rec").glob("*/*.json")))  # every recorded call, once
+    per_run = [_traces(tmp_path, exp, r.info.run_id) for r in stores]
+    assert sum(len(t) for t in per_run) >= len(every) > 0
+    for traces in per_run:
+        assert all(t.info.tags["washexp.role"].startswith("wash ") for t in traces)
+        assert all(t.info.tags["washexp.task"] == "superseded" for t in traces)
+        assert {t.info.tags["washexp.replayed"] for t in traces} <= {"false"}

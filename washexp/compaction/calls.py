@@ -14,7 +14,7 @@ from typing import Any
 
 from washexp.compaction.roles import Roles
 from washexp.models.recorder import Recorder
-from washexp.tracking.traces import ModelCall
+from washexp.tracking.traces import ModelCall, calls_from
 
 TRACE_COLUMN = "trace_id"
 
@@ -32,17 +32,8 @@ def recording_keys(artifacts: dict[str, Any]) -> list[str]:
 
 
 def condition_calls(recorder: Recorder, keys: list[str], task: str) -> tuple[ModelCall, ...]:
-    """The calls behind ``keys`` as this process got them. A key the recorder never answered in
-    this process is an error: the condition names a call that did not happen here."""
-    cost_of = getattr(recorder, "cost_of", None)  # with a price: what a live call cost (washexp.models.cost)
-    calls = []
-    for key in keys:
-        record, timing = recorder.load(key), recorder.timing(key)
-        if record is None or timing is None:
-            raise LookupError(f"request {key}: the condition names a call this process did not answer")
-        cost = cost_of(key) if cost_of is not None and not timing.replayed else None
-        calls.append(ModelCall.of(record, timing.started_ns, timing.ended_ns, timing.replayed, task, cost))
-    return tuple(calls)
+    """The calls behind ``keys`` as this process got them (:func:`~washexp.tracking.traces.calls_from`)."""
+    return calls_from(recorder, keys, task)
 
 
 def link_grades(tables: dict[str, list[dict]], calls: tuple[ModelCall, ...], trace_id) -> dict[str, list[dict]]:

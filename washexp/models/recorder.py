@@ -82,6 +82,7 @@ class Recorder:
         self._seen: dict[str, dict] = {}  # key -> record, for records this process has used
         self._texts: dict[str, str] = {}  # key -> artifact text, made once per key (see artifact)
         self._timings: dict[str, Timing] = {}  # key -> its first answer in this process
+        self._collecting = threading.local()  # the keys a unit of work asks, on its own thread
 
     def path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
@@ -113,10 +114,23 @@ class Recorder:
             self._seen[key] = record
             if key not in self._timings:
                 self._timings[key] = Timing(started, time.time_ns(), not sent)
+        collected = getattr(self._collecting, "keys", None)
+        if collected is not None:
+            collected.append(key)
         if "over_window" in record:
             where = f"{role or 'call'}{f' of task {task_id}' if task_id else ''}"
             raise OverWindow(f"{record['over_window']} ({where}, request {key[:12]})")
         return ChatResponse(**{**record["response"], "key": key})
+
+    @contextmanager
+    def collecting(self) -> Iterator[list[str]]:
+        """The keys this thread asks for inside the block, in order (a wash condition's calls)."""
+        previous = getattr(self._collecting, "keys", None)
+        self._collecting.keys = keys = []
+        try:
+            yield keys
+        finally:
+            self._collecting.keys = previous
 
     def timing(self, key: str) -> Timing | None:
         """When this process first asked for ``key`` and got its answer, and how (None: never)."""

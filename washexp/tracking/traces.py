@@ -120,6 +120,21 @@ class ModelCall:
         return f"{self.role or 'call'}{where} g{self.generation}{answer}"
 
 
+def calls_from(recorder, keys, task: str | None) -> tuple[ModelCall, ...]:
+    """The calls behind ``keys`` as this process got them from ``recorder`` (its ``load`` and
+    ``timing``; with a price, its ``cost_of`` for a live call). A key the recorder never answered
+    in this process is an error: a condition names a call that did not happen here."""
+    cost_of = getattr(recorder, "cost_of", None)  # the hook of washexp.models.cost, when it has one
+    calls = []
+    for key in dict.fromkeys(keys):
+        record, timing = recorder.load(key), recorder.timing(key)
+        if record is None or timing is None:
+            raise LookupError(f"request {key}: the condition names a call this process did not answer")
+        cost = cost_of(key) if cost_of is not None and not timing.replayed else None
+        calls.append(ModelCall.of(record, timing.started_ns, timing.ended_ns, timing.replayed, task, cost))
+    return tuple(calls)
+
+
 def _b64(value: int, size: int) -> str:
     return base64.b64encode(value.to_bytes(size, "big")).decode()
 
