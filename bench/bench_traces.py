@@ -81,7 +81,9 @@ def run_panel(latency: float, concurrency: int, traces: bool, keep: Path | None 
             f"hydra.sweep.dir={folder / 'multirun'}",
         ]
         before, start = os.times(), time.perf_counter()
-        subprocess.run(command, cwd=folder, check=True, capture_output=True, env={**os.environ, "CI": "1"})
+        done = subprocess.run(command, cwd=folder, capture_output=True, text=True, env={**os.environ, "CI": "1"})
+        if done.returncode != 0:
+            sys.exit(f"bench_traces: the panel run exited {done.returncode}:\n{done.stderr[-2000:]}")
         wall, after = time.perf_counter() - start, os.times()
         with sqlite3.connect(folder / "mlflow.db") as db:
             written = db.execute("SELECT COUNT(*) FROM trace_info").fetchone()[0]
