@@ -42,7 +42,8 @@ def write_traces(recordings: Path, per_run: int = 12) -> tuple[int, float]:
 
     records = [json.loads(p.read_text()) for p in sorted(recordings.glob("*/*.json"))]
     now = time.time_ns()
-    calls = [ModelCall.of(r, now - 200_000_000, now, False, task="bench") for r in records if "request" in r]
+    chats = [r for r in records if "messages" in r.get("request", {})]  # not the tokenize route's
+    calls = [ModelCall.of(r, now - 200_000_000, now, False, task="bench") for r in chats]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         tracker = open_tracker(True, f"sqlite:///{root / 'mlflow.db'}", str(root / "mlruns"), "bench", root)
