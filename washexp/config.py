@@ -202,6 +202,9 @@ class TrackingConfig:
     """Artifact root for new experiments. Default: ``<project>/mlruns``."""
     experiment: str | None = None
     """Default: the benchmark's name."""
+    traces: bool = True
+    """Each model call of a condition an MLflow trace attached to its run (a served or local
+    model; the offline reference makes no calls). ``false``: no traces. Never in an identity."""
 
 
 @dataclass

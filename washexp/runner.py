@@ -73,6 +73,8 @@ class Result:
     """Extra sha256 maps for the manifest (fixture files, source)."""
     series: dict[str, list[float]] = field(default_factory=dict)
     """Step metrics: key -> one value per step (a wash round, a session), charted by the UI."""
+    traces: tuple = ()
+    """The model calls behind the unit (``tracking.traces.ModelCall``), each a trace of its run."""
 
 
 @dataclass
@@ -217,7 +219,14 @@ class Schedule:
         error = future.exception()
         if error is None:
             result = future.result()
-            run.finish(result.metrics, result.artifacts, result.manifest, tables=result.tables, series=result.series)
+            run.finish(
+                result.metrics,
+                result.artifacts,
+                result.manifest,
+                tables=result.tables,
+                series=result.series,
+                traces=result.traces,
+            )
             group.results[child.key] = result.metrics
             counts["run"] += 1
             state = "done"

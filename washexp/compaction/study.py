@@ -22,6 +22,7 @@ from typing import Any
 
 from washexp.compaction.aggregate import arm_metrics
 from washexp.compaction.artifacts import to_json
+from washexp.compaction.calls import condition_calls, link_grades, recorder_of, recording_keys
 from washexp.compaction.condition import Arm, run_condition
 from washexp.compaction.fixtures import Task, load_tasks
 from washexp.compaction.frozen import FrozenCache, h_impl_for, h_label
@@ -33,7 +34,6 @@ from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_json, tree_digest
 from washexp.ledger import Entry, plural
 from washexp.models.cost import sum_metrics, usd
-from washexp.models.recorder import Recorder
 from washexp.provenance import code_digest, git_commit, package_source, public_config
 from washexp.runner import GroupOutcome, Result, Work, start_group
 
@@ -189,17 +189,22 @@ def run_job(cfg, job, sweep) -> None:
     )
     tasks = {t.id: t for t in plan.tasks}
     generations, answers, repeats = cfg.model.generations, cfg.model.answers_per_context, cfg.model.repeats
-
     recorder = recorder_of(plan.cache.roles)
+    traced = recorder if cfg.tracking.traces and tracker.traces is not None else None
 
     def compute(work: Work) -> Result:
         task = tasks[work.key]
         out = run_condition(task, plan.arm, plan.cache, generations, answers, method=plan.method, repeats=repeats)
         artifacts = {**out.artifacts, "config.yaml": plan.config_yaml}
-        metrics = out.metrics
+        metrics, tables, calls = out.metrics, out.tables, ()
+        keys = recording_keys(out.artifacts) if recorder is not None else []
         if recorder is not None:  # the calls behind its recordings: cost_usd, calls_live, calls_replayed
-            metrics = {**metrics, **recorder.charge(recording_keys(out.artifacts)).metrics()}
-        return Result(metrics, artifacts, out.tables, {"fixture": task.files, "source": plan.source})
+            metrics = {**metrics, **recorder.charge(keys).metrics()}
+        if traced is not None:  # every call behind it a trace of its run; each grade names its answer's
+            calls = condition_calls(traced, keys, task.id)
+            tables = link_grades(tables, calls, tracker.traces.trace_id)
+        manifest = {"fixture": task.files, "source": plan.source}
+        return Result(metrics, artifacts, tables, manifest, traces=calls)
 
     def summarize(per_task: dict[str, dict[str, float] | None]) -> Result:
         per_task = {
@@ -258,19 +263,6 @@ def run_job(cfg, job, sweep) -> None:
         fatal=(ModelError,),
         on_done=progress,
     )
-
-
-def recorder_of(roles: Roles) -> Recorder | None:
-    """The recorder behind a served backend's roles (its ``recording`` is the recorder's bound
-    ``artifact``), None offline. Asked here, not added to ``Roles``: the roles' module is part of
-    every condition's code digest, and what a call costs changes no result."""
-    owner = getattr(roles.recording, "__self__", None)
-    return owner if isinstance(owner, Recorder) else None
-
-
-def recording_keys(artifacts: dict[str, Any]) -> list[str]:
-    """The recording keys a condition logged (``requests/<key>.json``): every call behind it."""
-    return [name[len("requests/") : -len(".json")] for name in artifacts if name.startswith("requests/")]
 
 
 def _fmt(value: Any) -> str:

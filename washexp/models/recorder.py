@@ -32,11 +32,12 @@ import math
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_hash
@@ -61,6 +62,15 @@ def _request_dict(request: ChatRequest) -> dict[str, Any]:
         "answer": request.answer,
         **({"repeat": request.repeat} if request.repeat else {}),
     }
+
+
+class Timing(NamedTuple):
+    """How this process got a key's answer the first time it asked (a trace's latency)."""
+
+    started_ns: int
+    ended_ns: int
+    replayed: bool
+    """Answered from a recording (this process did not send it)."""
 
 
 class Recorder:
@@ -92,11 +102,14 @@ class Recorder:
         self.price, self.budget = price, budget
         self._live: dict[str, float | None] = {}  # key -> cost of the call sent for it (None: unknown)
         self._charged: set[str] = set()  # keys a charge has counted
+        self._timings: dict[str, Timing] = {}  # key -> its first answer in this process
+        self._collecting = threading.local()  # the keys a unit of work asks, on its own thread
 
     def path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
 
     def chat(self, request: ChatRequest, task_id: str | None = None, role: str = "") -> ChatResponse:
+        started = time.time_ns()
         key = request_key(self.model_name, request)
         record, sent = self.load(key), False
         if record is None:
@@ -118,6 +131,11 @@ class Recorder:
         with self._lock:
             setattr(self, counter, getattr(self, counter) + 1)
             self._seen[key] = record
+            if key not in self._timings:
+                self._timings[key] = Timing(started, time.time_ns(), not sent)
+        collected = getattr(self._collecting, "keys", None)
+        if collected is not None:
+            collected.append(key)
         if "over_window" in record:
             where = f"{role or 'call'}{f' of task {task_id}' if task_id else ''}"
             raise OverWindow(f"{record['over_window']} ({where}, request {key[:12]})")
@@ -172,6 +190,25 @@ class Recorder:
                     replayed += 1
         total = math.fsum(costs) if self.price is not None and not unpriced else None
         return Charge(total, live, replayed, unpriced)
+
+    @contextmanager
+    def collecting(self) -> Iterator[list[str]]:
+        """The keys this thread asks for inside the block, in order (a wash condition's calls)."""
+        previous = getattr(self._collecting, "keys", None)
+        self._collecting.keys = keys = []
+        try:
+            yield keys
+        finally:
+            self._collecting.keys = previous
+
+    def timing(self, key: str) -> Timing | None:
+        """When this process first asked for ``key`` and got its answer, and how (None: never)."""
+        return self._timings.get(key)
+
+    def cost_of(self, key: str) -> float | None:
+        """What the call this recorder sent for ``key`` cost (None: replayed, unpriced or unreported)."""
+        with self._lock:
+            return self._live.get(key)
 
     def close(self) -> None:
         """Stop calling out (an in-flight retry gives up); replays still answer."""

@@ -51,6 +51,7 @@ from washexp.errors import WashexpError
 from washexp.hashing import canonical_json, sha256_bytes, tree_digest
 from washexp.masking import mask, mask_bytes
 from washexp.tracking.sqlite import check_store, store_path, write_ahead_log
+from washexp.tracking.traces import ModelCall, TraceStore
 
 HASH_TAG = "washexp.hash"
 OWNER_TAG = "washexp.owner"
@@ -168,6 +169,7 @@ class Run:
     series: dict[str, list[float]] = field(default_factory=dict)
     claim: Any = None
     """The identity's claim (:meth:`Tracker.claim`), released once the run's close is stored."""
+    traces: tuple[ModelCall, ...] = ()
 
     def finish(
         self,
@@ -177,11 +179,14 @@ class Run:
         tags: dict[str, str] | None = None,
         tables: dict[str, Any] | None = None,
         series: dict[str, list[float]] | None = None,
+        traces: tuple[ModelCall, ...] = (),
     ) -> None:
         """``tables``: artifact file (``*.json``) -> DataFrame or column dict, stored as
         MLflow's ``log_table`` stores one (``mlflow.load_table(file, extra_columns=["run_id"])`` gathers one
-        across runs). ``series``: step metrics, one value per step from step 1."""
+        across runs). ``series``: step metrics, one value per step from step 1. ``traces``: the
+        model calls behind the run, each an MLflow trace attached to it (:mod:`~washexp.tracking.traces`)."""
         self.series = series or {}
+        self.traces = traces
         self.tracker._close(self, metrics, artifacts, manifest_extra or {}, tags or {}, tables or {}, "FINISHED")
 
     def fail(self, error: BaseException, status: str = "FAILED") -> None:
@@ -291,6 +296,7 @@ class Tracker:
                 )
             )
         self._sql = SqlRuns.of(self.client, self.experiment_id)  # None for a tracking server
+        self.traces = TraceStore(self.client, self.experiment_id)
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
@@ -462,6 +468,8 @@ class Tracker:
             mirrored[f"washexp.sha256.{name}"] = tree_digest(digests)
         if tables:
             mirrored[LOGGED_ARTIFACTS_TAG] = json.dumps([{"path": rel, "type": "table"} for rel in sorted(tables)])
+        if run.traces:  # before the status: a FINISHED run has its traces
+            self.traces.write(run.run_id, run.traces)
         self._log(run, metrics, {**tags, **mirrored}, status, ended)
 
 
@@ -477,6 +485,9 @@ class NullTracker:
     """Tracking off (``tracking.enabled=false``): nothing is stored. Runs finished in this
     process are still found again, so one sweep never repeats identical work (Full under a
     top-N sweep runs once)."""
+
+    traces = None
+    """No store, no traces."""
 
     def __init__(self) -> None:
         self._ids = itertools.count()

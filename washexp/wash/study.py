@@ -29,6 +29,7 @@ from washexp.ledger import Entry
 from washexp.models.cost import sum_metrics
 from washexp.provenance import code_digest, files_digest, git_commit, package_source, public_config
 from washexp.runner import Result, Work, run_group
+from washexp.tracking.traces import calls_from
 from washexp.wash import caliper, fidelity, gauge, pipeline, ported, rounds, sawtooth, summary
 from washexp.wash.feed import feed_folder, load_feed
 from washexp.wash.operators import make_operator
@@ -268,12 +269,13 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
 
     if washer_model is not None and washer_model.served:  # the local server's log, as the parent's artifact
         summarize = _with_server_log(summarize, washer_model)
+    tracker = _tracker(cfg, sweep)
+    if washer_model is not None and cfg.tracking.traces and tracker.traces is not None:
+        compute = _traced(compute, washer_model.recorder)
     if washer_model is not None:  # what each child's calls cost, and the measurement's sum
         compute, summarize = _charged(compute, summarize, washer_model.recorder)
     parent = Work(f"{label} · {m.name}", parent_identity, params, {**tags, "washexp.kind": "measurement"})
-    outcome = run_group(
-        _tracker(cfg, sweep), parent, children, compute, summarize, rerun=cfg.rerun, fatal=(ModelError,)
-    )
+    outcome = run_group(tracker, parent, children, compute, summarize, rerun=cfg.rerun, fatal=(ModelError,))
     sweep.ledger.append(Entry.of(job.sweep, cfg.benchmark.name, cfg.tracking, len(children), outcome))
     if outcome.reused:
         log.info("%s: finished already; rerun=true runs it again", label)
@@ -322,6 +324,19 @@ def _feed_muscle(feed, sessions: int) -> list[dict]:
     from washexp.wash.feed import expected_after
 
     return expected_after(feed, sessions)["muscle"]
+
+
+def _traced(compute, recorder):
+    """``compute`` with every model call it makes (on its thread) as a trace of its run
+    (``tracking.traces``): the store's, or the feed's, calls in the order they were asked."""
+
+    def traced(work: Work) -> Result:
+        with recorder.collecting() as keys:
+            result = compute(work)
+        where = work.params.get("store") or work.params.get("feed")
+        return replace(result, traces=calls_from(recorder, keys, where))
+
+    return traced
 
 
 def _tracker(cfg, sweep):

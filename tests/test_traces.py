@@ -1,0 +1,257 @@
+"""Every model call of a condition an MLflow trace attached to its run (``tracking.traces``).
+
+Against the scripted loopback server, as the real command line: a small sweep (S top0 and top1
+share their summaries and rankings) gives a trace for every call behind every condition run,
+found by ``mlflow.search_traces(run_id=...)``; each grade names the trace of the answer it graded;
+a second sweep from the same recordings into a fresh store makes no HTTP call and marks every
+trace replayed; ``tracking.traces=false`` writes none and keeps every identity. Then the rows
+washexp writes for a trace are compared, as MLflow reads them, with the ones MLflow's own
+``start_trace``/``end_trace``/``link_traces_to_run`` write for the same call.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import run_cli
+from tests.openai_server import Script, serve
+from washexp.tracking.traces import ModelCall, TraceStore
+
+SECRET = "sk-test-SECRET-traces-0123456789"
+
+
+def _sweep(url: str, store: Path, recordings: Path, *extra: str):
+    return run_cli(
+        [
+            "-m",
+            "method=S",
+            "topn=0,1",
+            "model=openai",
+            f"endpoint.base_url={url}",
+            "model.name=qwen3.8-max",
+            "model.platform=scripted-test-server",
+            f"endpoint.recordings={recordings}",
+            "model.generations=2",
+            "model.answers_per_context=2",
+            "task=backup",
+            *extra,
+        ],
+        store,
+        env={"OPENAI_API_KEY": SECRET, "CI": "1"},
+    )
+
+
+def _conditions(store: Path):
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("compaction")
+    runs = client.search_runs([exp.experiment_id], "tags.`washexp.kind` = 'condition'", max_results=100)
+    return client, exp.experiment_id, runs
+
+
+def _traces(store: Path, experiment_id: str, run_id: str | None = None):
+    mlflow.set_tracking_uri(f"sqlite:///{store / 'mlflow.db'}")
+    return mlflow.search_traces(locations=[experiment_id], run_id=run_id, return_type="list", max_results=1000)
+
+
+def _keys(client, run_id: str) -> set[str]:
+    return {Path(a.path).stem for a in client.list_artifacts(run_id, "requests")}
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory):
+    root = tmp_path_factory.mktemp("traces")
+    stores = {name: root / name for name in ("live", "replay", "off")}
+    for folder in stores.values():
+        folder.mkdir()
+    script = Script()
+    with serve(script) as url:
+        _sweep(url, stores["live"], root / "rec")
+        live_calls = script.count()
+        _sweep(url, stores["replay"], root / "rec")
+        replay_calls = script.count() - live_calls
+        _sweep(url, stores["off"], root / "rec", "tracking.traces=false")
+    return stores, live_calls, replay_calls
+
+
+def test_every_call_of_every_condition_is_a_trace_of_its_run(sweeps):
+    stores, live_calls, _ = sweeps
+    client, exp, runs = _conditions(stores["live"])
+    assert len(runs) == 2 and live_calls > 0
+    every = _traces(stores["live"], exp)
+    assert len(every) == live_calls  # one trace per call, however many conditions share it
+    by_run = {}
+    for run in runs:
+        traces = _traces(stores["live"], exp, run.info.run_id)
+        keys = {t.info.tags["washexp.recording_key"] for t in traces}
+        assert keys == _keys(client, run.info.run_id) and len(traces) == len(keys)
+        by_run[run.info.run_id] = {t.info.trace_id for t in traces}
+        for t in traces:
+            assert t.info.tags["washexp.replayed"] == "false"
+            span = t.data.spans[0]
+            assert span.span_type == "CHAT_MODEL"
+            assert span.inputs["messages"] and span.outputs["choices"][0]["message"]["content"]
+            assert t.info.token_usage["input_tokens"] > 0 and t.info.execution_duration is not None
+            assert span.attributes["washexp.recording_key"] == t.info.tags["washexp.recording_key"]
+    shared = {t.info.trace_id for t in every if t.info.tags["washexp.role"] in ("S", "Jev")}
+    assert shared and all(shared <= ids for ids in by_run.values())  # top0 and top1 share S and Jev
+
+
+def test_a_grade_names_the_trace_of_the_answer_it_graded(sweeps):
+    stores, *_ = sweeps
+    client, exp, runs = _conditions(stores["live"])
+    mlflow.set_tracking_uri(f"sqlite:///{stores['live'] / 'mlflow.db'}")
+    for run in runs:
+        grades = client.load_table(exp, "grades.json", run_ids=[run.info.run_id])
+        assert grades["trace_id"].notna().all()
+        own = {t.info.trace_id for t in _traces(stores["live"], exp, run.info.run_id)}
+        for (g, a), tid in grades.groupby(["generation", "answer"])["trace_id"].first().items():
+            trace = mlflow.get_trace(tid)
+            assert tid in own and trace.info.tags["washexp.role"] == "read"
+            span = trace.data.spans[0]
+            assert (span.attributes["washexp.generation"], span.attributes["washexp.answer"]) == (g, a)
+
+
+def test_a_replayed_sweep_marks_every_trace_replayed(sweeps):
+    stores, live_calls, replay_calls = sweeps
+    assert replay_calls == 0
+    client, exp, runs = _conditions(stores["replay"])
+    every = _traces(stores["replay"], exp)
+    assert len(every) == live_calls
+    assert {t.info.tags["washexp.replayed"] for t in every} == {"true"}
+    assert {t.data.spans[0].attributes["washexp.replayed"] for t in every} == {True}
+    for run in runs:
+        assert len(_traces(stores["replay"], exp, run.info.run_id)) == len(_keys(client, run.info.run_id))
+
+
+def test_traces_off_writes_none_and_keeps_every_identity(sweeps):
+    stores, *_ = sweeps
+    client, exp, runs = _conditions(stores["off"])
+    assert runs and _traces(stores["off"], exp) == []
+    grades = client.load_table(exp, "grades.json", run_ids=[runs[0].info.run_id])
+    assert "trace_id" not in grades.columns
+    _, _, live = _conditions(stores["live"])
+    hashes = {r.data.tags["washexp.hash"] for r in runs}
+    assert hashes == {r.data.tags["washexp.hash"] for r in live}
+
+
+# -- the rows written for a trace, as MLflow reads them, against MLflow's own writing ----------------
+
+
+def _call(key: str, replayed: bool = False) -> ModelCall:
+    end = time.time_ns()
+    record = {
+        "key": key,
+        "model": "qwen3.8-max",
+        "role": "read",
+        "request": {
+            "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": f"q {SECRET}"}],
+            "generation": 1,
+            "answer": 0,
+        },
+        "response": {"text": '{"facts": {}}', "prompt_tokens": 12, "completion_tokens": 5, "finish_reason": "stop"},
+    }
+    return ModelCall.of(record, end - 250_000_000, end, replayed, task="backup")
+
+
+def _official(client: MlflowClient, exp: str, run_id: str, call: ModelCall, built) -> str:
+    """The same call written by MLflow's own client (what our rows must read as)."""
+    span = built.span
+    attributes = {k: json.loads(v) for k, v in span["attributes"].items() if not k.startswith("mlflow.")}
+    attributes["mlflow.chat.tokenUsage"] = built.token_usage
+    root = client.start_trace(
+        span["name"],
+        span_type="CHAT_MODEL",
+        inputs=json.loads(span["attributes"]["mlflow.spanInputs"]),
+        attributes=attributes,
+        tags={k: v for k, v in built.tags.items() if k != "mlflow.traceName"},
+        experiment_id=exp,
+        start_time_ns=call.started_ns,
+        run_id=run_id,
+    )
+    client.end_trace(
+        root.trace_id, outputs=json.loads(span["attributes"]["mlflow.spanOutputs"]), end_time_ns=call.ended_ns
+    )
+    return root.trace_id
+
+
+def _view(trace) -> dict:
+    info, span = trace.info, trace.data.spans[0]
+    attributes = {k: v for k, v in span.attributes.items() if not k.startswith("mlflow.") or "chat" in k}
+    return {
+        "state": info.state,
+        "request_preview": info.request_preview,
+        "response_preview": info.response_preview,
+        "execution_duration": info.execution_duration,
+        "request_time": info.request_time,
+        "token_usage": info.token_usage,
+        "source_run": info.trace_metadata.get("mlflow.sourceRun"),
+        "tags": {k: v for k, v in info.tags.items() if k != "mlflow.artifactLocation"},
+        "span": (span.name, span.span_type, span.inputs, span.outputs, span.status.status_code, attributes),
+        "span_times": (span.start_time_ns, span.end_time_ns),
+    }
+
+
+@pytest.mark.parametrize("path", ["sql", "client"])
+def test_rows_read_as_mlflows_own_trace(tmp_path, monkeypatch, path):
+    monkeypatch.setenv("WASHEXP_TEST_API_KEY", SECRET)  # a secret variable: masked wherever written
+    monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient(uri)
+    exp = client.create_experiment("t", artifact_location=(tmp_path / "art").as_uri())
+    first, second = client.create_run(exp).info.run_id, client.create_run(exp).info.run_id
+    store = TraceStore(client, exp)
+    if path == "client":
+        store._sql = None  # the tracking-server path: the store's own start_trace / log_spans calls
+    call = _call("k" * 64)
+    store.write(first, (call,))
+    store.write(second, (call,))  # the same call in a second condition: linked, not written twice
+    ours = mlflow.get_trace(store.trace_id(call.key))
+
+    from washexp.tracking.traces import build
+
+    official_id = _official(client, exp, first, call, build(call, "tr-" + "0" * 32, exp, first))
+    client.link_traces_to_run([official_id], second)
+    official = mlflow.get_trace(official_id)
+
+    assert _view(ours) == _view(official)
+    dumped = json.dumps(ours.to_dict())
+    assert SECRET not in dumped and "***" in dumped
+    for run_id in (first, second):
+        found = mlflow.search_traces(locations=[exp], run_id=run_id, return_type="list")
+        assert {t.info.trace_id for t in found} == {ours.info.trace_id, official_id}
+
+
+# -- a wash condition's calls (a model washer) ----------------------------------------------------
+
+
+def test_a_model_washers_calls_are_traces_of_their_store_runs(tmp_path):
+    from tests.test_wash_model_washers import MODEL, SUPERSEDED_FAT
+    from tests.wash_model_server import WashScript
+    from tests.wash_model_server import serve as serve_wash
+
+    script = WashScript(fat=SUPERSEDED_FAT)
+    args = ["-m", "benchmark=wash", "measurement=ceiling", "store=[superseded]", "model=openai", "washer=coalwash"]
+    with serve_wash(script) as url:
+        run_cli(
+            [*args, f"model.name={MODEL}", f"endpoint.base_url={url}", f"endpoint.recordings={tmp_path / 'rec'}"],
+            tmp_path,
+        )
+    assert script.requests
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("wash").experiment_id
+    stores = client.search_runs([exp], "tags.`washexp.kind` = 'wash-store'")
+    every = _traces(tmp_path, exp)
+    assert len(every) == len(list((tmp_path / "rec").glob("*/*.json")))  # every recorded call, once
+    per_run = [_traces(tmp_path, exp, r.info.run_id) for r in stores]
+    assert sum(len(t) for t in per_run) >= len(every) > 0
+    for traces in per_run:
+        assert all(t.info.tags["washexp.role"].startswith("wash ") for t in traces)
+        assert all(t.info.tags["washexp.task"] == "superseded" for t in traces)
+        assert {t.info.tags["washexp.replayed"] for t in traces} <= {"false"}
