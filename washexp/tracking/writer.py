@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 
 from washexp.errors import WashexpError
 from washexp.hashing import canonical_json, sha256_bytes, tree_digest
-from washexp.masking import mask, mask_bytes
+from washexp.masking import mask, mask_bytes, secret_values
 from washexp.tracking.sqlite import check_store, store_path, write_ahead_log
 
 HASH_TAG = "washexp.hash"
@@ -490,16 +490,17 @@ class Tracker:
         run = self.open(name, "", {}, tags, parent_id=parent_id)
         run.finish(target.metrics, {})
 
-    def _log(self, run: Run, metrics, tags, status: str, ended: int) -> None:
+    def _log(self, run: Run, metrics, tags, status: str, ended: int, secrets: list[str] | None = None) -> None:
         """Params, metrics (and step series), tags and the status: one transaction in a SQL
         store, batches of at most 100 and the status through a tracking server's API. ``ended``:
         when the run was closed (ms), not when the writer thread got to it."""
         from mlflow.entities import Metric, Param, RunTag
 
-        ps = [Param(k, mask(_param_value(v))) for k, v in run.params.items()]
+        secrets = secret_values() if secrets is None else secrets  # read once for the whole run
+        ps = [Param(k, mask(_param_value(v), secrets)) for k, v in run.params.items()]
         ms = [Metric(k, float(v), ended, 0) for k, v in metrics.items() if v is not None]
         ms += [Metric(k, float(v), ended, i) for k, vs in run.series.items() for i, v in enumerate(vs, 1)]
-        ts = [RunTag(k, mask(str(v))) for k, v in tags.items()]
+        ts = [RunTag(k, mask(str(v), secrets)) for k, v in tags.items()]
         if self._sql:
             self._sql.complete(run.run_id, ps, ms, ts, status, ended)
             return
@@ -538,7 +539,8 @@ class Tracker:
         table view reads it): without its per-table list/get/set-tag round trips."""
         files = {rel: c.encode("utf-8") if isinstance(c, str) else c for rel, c in artifacts.items()}
         files |= {rel: table_json(_frame(data)).encode("utf-8") for rel, data in tables.items()}
-        files = {rel: mask_bytes(data) for rel, data in files.items()}  # before the digests: they name what is kept
+        secrets = secret_values()  # once for the run's files, params and tags
+        files = {rel: mask_bytes(data, secrets) for rel, data in files.items()}  # before the digests: they name it
         manifest = {"artifacts": {rel: sha256_bytes(data) for rel, data in sorted(files.items())}, **manifest_extra}
         blob = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
         files["manifest.json"] = blob
@@ -549,7 +551,7 @@ class Tracker:
             mirrored[f"washexp.sha256.{name}"] = tree_digest(digests)
         if tables:
             mirrored[LOGGED_ARTIFACTS_TAG] = json.dumps([{"path": rel, "type": "table"} for rel in sorted(tables)])
-        self._log(run, metrics, {**tags, **mirrored}, status, ended)
+        self._log(run, metrics, {**tags, **mirrored}, status, ended, secrets)
 
 
 class _NoClaim:
@@ -649,10 +651,15 @@ def _released(claim, write) -> None:
 
 
 def _write_tree(folder: Path, files: dict[str, bytes]) -> None:
+    made: set[str] = set()
     for rel, data in files.items():
-        target = folder / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        target = os.path.join(folder, rel)
+        parent = os.path.dirname(target)
+        if parent not in made:  # each folder made once (a run's requests/ holds a dozen files)
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        with open(target, "wb") as f:
+            f.write(data)
 
 
 def _lock_path(uri: str, lock_dir: Path) -> Path:
