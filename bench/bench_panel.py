@@ -1,15 +1,17 @@
 """Does the 13-arm panel keep an endpoint busy? Wall time against the ideal.
 
-    python bench/bench_panel.py [--latency 0.2 0.5] [--concurrency 1 8 32] [--tracking]
+    python bench/bench_panel.py [--latency 0.2 0.5] [--concurrency 1 8 32] [--tracking [on|off|both]]
 
 Starts the scripted local OpenAI-compatible server (tests/openai_server.py) with a fixed
 per-request latency, then runs the whole panel once, as a user would:
 ``python run.py -m method=full,S,H topn=0..5 model=openai ...`` over all tasks, 3 generations,
 2 answers per context, a fresh recordings folder (every request is a real HTTP call), tracking
-off unless ``--tracking``. Ideal = requests x latency / concurrency: the time the endpoint
+off unless ``--tracking`` (``--tracking both``: a pair per case, untracked then tracked, back to
+back in one run, so both see the same machine). Ideal = requests x latency / concurrency: the time the endpoint
 alone needs at full parallelism. The wall time includes interpreter start-up, Hydra and the
 harness's own work (token counting, grading). The server's replies are scripted: this measures
-scheduling, never a model. One line per (latency, concurrency), with the run's own CPU time, the
+scheduling, never a model. One line per (latency, concurrency, tracking), with the run's own CPU
+time (the harness's process CPU, user + sys: the steadier figure on a shared machine), the
 seconds from start to the first request (start-up: imports, Hydra composing every job once to
 validate the sweep, then the first job's own), and the machine's load average (the machine is
 shared: read a ratio beside its load).
@@ -31,8 +33,9 @@ sys.path.insert(0, str(ROOT))
 from tests.openai_server import Script, serve  # noqa: E402
 
 
-def run_panel(latency: float, concurrency: int, tracking: bool) -> dict:
-    """One panel run in a fresh process against a fresh server and recordings folder."""
+def run_panel(latency: float, concurrency: int, tracking: bool, root: Path = ROOT) -> dict:
+    """One panel run in a fresh process against a fresh server and recordings folder; ``root``:
+    the checkout whose ``run.py`` runs (another one's: a before/after pair)."""
     script = Script(latency=latency)
     with tempfile.TemporaryDirectory() as tmp, serve(script) as url:
         folder = Path(tmp)
@@ -43,7 +46,7 @@ def run_panel(latency: float, concurrency: int, tracking: bool) -> dict:
         )
         command = [
             sys.executable,
-            str(ROOT / "run.py"),
+            str(root / "run.py"),
             "-m",
             "method=full,S,H",
             "topn=0..5",
@@ -88,21 +91,38 @@ def main() -> None:
         help="seconds per request (default 0.2 and 0.5: short reader calls on a served model)",
     )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
-    parser.add_argument("--tracking", action="store_true", help="track to a temporary SQLite store")
+    parser.add_argument(
+        "--tracking",
+        nargs="?",
+        const="on",
+        default="off",
+        choices=("on", "off", "both"),
+        help="track to a temporary SQLite store (both: untracked, then tracked, per case)",
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="CHECKOUT",
+        help="another checkout of washexp (e.g. the previous commit, git archive): each case runs it, then this one",
+    )
     args = parser.parse_args()
-    print(f"tracking {'on' if args.tracking else 'off'}; ideal = requests x latency / concurrency")
-    heads = ("latency", "conc", "requests", "peak", "ideal s", "wall s", "ratio", "cpu s", "first s")
-    widths = (8, 5, 9, 5, 8, 8, 6, 6, 8)
+    modes = {"on": [True], "off": [False], "both": [False, True]}[args.tracking]
+    codes = [("before", args.before.resolve()), ("after", ROOT)] if args.before else [("", ROOT)]
+    print(f"tracking {args.tracking}; ideal = requests x latency / concurrency; cpu = the harness's process CPU")
+    heads = ("code", "latency", "conc", "track", "requests", "peak", "ideal s", "wall s", "ratio", "cpu s", "first s")
+    widths = (6, 8, 5, 5, 9, 5, 8, 8, 6, 6, 8)
     print(" ".join(f"{h:>{w}}" for h, w in zip(heads, widths, strict=True)), " load")
     for latency in args.latency:
         for concurrency in args.concurrency:
-            r = run_panel(latency, concurrency, args.tracking)
-            load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-            print(
-                f"{latency:>8.2f} {concurrency:>5} {r['requests']:>9} {r['peak']:>5} {r['ideal']:>8.2f}"
-                f" {r['wall']:>8.2f} {r['wall'] / r['ideal']:>6.2f} {r['cpu']:>6.1f} {r['first']:>8.2f}  {load}",
-                flush=True,
-            )
+            for (code, root), tracking in [(c, t) for t in modes for c in codes]:
+                r = run_panel(latency, concurrency, tracking, root)
+                load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+                print(
+                    f"{code:>6} {latency:>8.2f} {concurrency:>5} {'on' if tracking else 'off':>5} {r['requests']:>9}"
+                    f" {r['peak']:>5} {r['ideal']:>8.2f} {r['wall']:>8.2f} {r['wall'] / r['ideal']:>6.2f}"
+                    f" {r['cpu']:>6.1f} {r['first']:>8.2f}  {load}",
+                    flush=True,
+                )
     print(f"requests by kind (last run): {r['kinds']}")
 
 

@@ -1,6 +1,6 @@
 """What MLflow tracking costs the offline main job: the 12-arm sweep with tracking, and without.
 
-    python bench/bench_sweep.py [--repeat N] [--sweep "-m method=S topn=0,1"]
+    python bench/bench_sweep.py [--repeat N] [--sweep "-m method=S topn=0,1"] [--before CHECKOUT]
 
 Each sweep is one fresh `python run.py -m method=S,H topn=0..5` process (Hydra, 12 arms x 14
 tasks = 180 runs), so its figures include interpreter start-up and imports; the tracked sweep
@@ -9,11 +9,14 @@ writes a new SQLite store in a temporary folder. Printed, as medians over the re
 - wall and process CPU (user + sys) of each sweep, and their tracked/untracked ratio;
 - logging per run: time inside the tracker's per-run calls (find, open, adopt, finish), wall and
   CPU of the calling thread (every tracking call is made there), divided by the runs written;
-- the store's set-up (importing MLflow, creating or migrating the SQLite schema): once a sweep;
+- the store's set-up (importing MLflow, creating or migrating the SQLite schema): once a sweep
+  (wall; since 2026-12-02 on a thread of its own, beside the sweep's first runs);
 - the whole overhead per run: (tracked - untracked) / runs, set-up included, and without the set-up
   (what each further run costs: the writer thread's work included).
 
 On a busy machine the CPU figures are the steadier ones; note the load average beside them.
+``--before CHECKOUT``: the same figures for another checkout of washexp (e.g. the previous commit,
+``git archive``), each repeat running it and this one back to back.
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SWEEP = "-m method=S,H topn=0..5"
 
 
-def child(out: Path, argv: list[str]) -> int:
-    """Run the sweep in this process with the tracker's calls timed; the figures go to ``out``."""
-    sys.path.insert(0, str(ROOT))
+def child(out: Path, root: Path, argv: list[str]) -> int:
+    """Run the sweep of the checkout ``root`` in this process with the tracker's calls timed; the
+    figures go to ``out``."""
+    sys.path.insert(0, str(root))
     from washexp import tracking
     from washexp.app import main
     from washexp.tracking import writer
@@ -58,21 +62,33 @@ def child(out: Path, argv: list[str]) -> int:
         return wrapper
 
     tracker = writer.Tracker
-    for name in ("find", "open", "adopt", "mark_killed", "_close"):
+    for name in ("find", "open", "mark_killed", "_close"):
         setattr(tracker, name, timed(getattr(tracker, name)))
-    tracking.open_tracker = timed(tracking.open_tracker, "setup")
-    code = main(argv, ROOT)
+    if hasattr(tracker, "_set_up_store"):  # the set-up on its own thread (2026-12-02 on)
+        tracker._set_up_store = timed(tracker._set_up_store, "setup")
+    else:
+        tracking.open_tracker = timed(tracking.open_tracker, "setup")
+    code = main(argv, root)
     out.write_text(json.dumps(spent))
     return code
 
 
-def sweep(extra: list[str], folder: Path, sweep_args: list[str]) -> dict:
+def sweep(extra: list[str], folder: Path, sweep_args: list[str], root: Path = ROOT) -> dict:
     out = folder / "spent.json"
     out.unlink(missing_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, __file__, "--child", str(out), *sweep_args, *extra, f"hydra.sweep.dir={folder / 'multirun'}"],
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            str(out),
+            str(root),
+            *sweep_args,
+            *extra,
+            f"hydra.sweep.dir={folder / 'multirun'}",
+        ],
         cwd=folder,
         check=True,
         capture_output=True,
@@ -90,19 +106,29 @@ def med(rows: list[dict], key: str) -> float:
 
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
-        sys.exit(child(Path(sys.argv[2]), sys.argv[3:]))
+        sys.exit(child(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:]))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sweep", default=SWEEP, help=f"the run.py arguments (default: {SWEEP!r})")
+    parser.add_argument("--before", type=Path, metavar="CHECKOUT", help="another checkout, run beside this one")
     args = parser.parse_args()
     sweep_args = args.sweep.split()
-    tracked, untracked = [], []
+    codes = [("before", args.before.resolve()), ("after", ROOT)] if args.before else [("", ROOT)]
+    rows = {code: ([], []) for code, _ in codes}
     for _ in range(args.repeat):
-        with tempfile.TemporaryDirectory() as tmp:
-            store = Path(tmp)
-            on = [f"tracking.uri=sqlite:///{store / 'mlflow.db'}", f"tracking.artifacts={store / 'mlruns'}"]
-            tracked.append(sweep(on, store, sweep_args))
-            untracked.append(sweep(["tracking=off"], store, sweep_args))
+        for code, root in codes:
+            with tempfile.TemporaryDirectory() as tmp:
+                store = Path(tmp)
+                on = [f"tracking.uri=sqlite:///{store / 'mlflow.db'}", f"tracking.artifacts={store / 'mlruns'}"]
+                rows[code][0].append(sweep(on, store, sweep_args, root))
+                rows[code][1].append(sweep(["tracking=off"], store, sweep_args, root))
+    for code, (tracked, untracked) in rows.items():
+        report(code, args, tracked, untracked)
+
+
+def report(code: str, args, tracked: list[dict], untracked: list[dict]) -> None:
+    if code:
+        print(f"{code}:")
     runs = tracked[0]["runs"]
     print(f"sweep: run.py {args.sweep}  ({runs} runs, n={args.repeat}, load average {os.getloadavg()[0]:.2f})")
     for name, rows in (("tracking on (SQLite + artifacts)", tracked), ("tracking off", untracked)):

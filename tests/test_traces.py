@@ -206,7 +206,7 @@ def test_rows_read_as_mlflows_own_trace(tmp_path, monkeypatch, path):
     client = MlflowClient(uri)
     exp = client.create_experiment("t", artifact_location=(tmp_path / "art").as_uri())
     first, second = client.create_run(exp).info.run_id, client.create_run(exp).info.run_id
-    store = TraceStore(client, exp)
+    store = TraceStore(lambda: (client, exp))
     if path == "client":
         store._sql = None  # the tracking-server path: the store's own start_trace / log_spans calls
     call = _call("k" * 64)

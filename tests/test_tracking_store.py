@@ -23,7 +23,8 @@ from mlflow.tracking import MlflowClient
 
 from tests.postgres import postgres_cluster
 from washexp.tracking import open_tracker
-from washexp.tracking.writer import HASH_TAG, OWNER_TAG, table_json
+from washexp.tracking.sqlstore import StoredRun
+from washexp.tracking.writer import HASH_TAG, OWNER_TAG, PARENT_TAG, Found, _find_early, table_json
 
 PARAMS = {"model": "reference", "topn": 2, "roles": {"read": "reference", "jev": None}}
 METRICS = {"retention": 0.75, "contexts": 3.0}
@@ -104,9 +105,13 @@ def _open(database: str | None, tmp_path: Path, artifacts: str | None = None):
     return open_tracker(True, uri, artifacts, f"t-{tmp_path.name}", tmp_path)
 
 
-@pytest.fixture
-def stored(tmp_path, database):
+@pytest.fixture(params=["opened at once", "opened once set up"])
+def stored(tmp_path, database, request):
+    """A run written both ways: opened at once (a SQLite store's run then is created on the writer
+    thread once the store is set up) and once the store is set up (created as it is opened)."""
     tracker = _open(database, tmp_path, str(tmp_path / "mlruns"))
+    if request.param == "opened once set up":
+        tracker.wait_set_up()
     with tracker.open("S top2 · backup", "new", PARAMS, TAGS) as run:
         run.finish(METRICS, ARTIFACTS, MANIFEST, tables=TABLES, series=SERIES)
     tracker.close()  # the writer thread has stored it
@@ -150,13 +155,55 @@ def test_the_runners_lookup_finds_the_same_in_sql_as_through_the_client(tmp_path
         running = tracker.open("again", "h", PARAMS, TAGS)
         parent.finish({}, {})
     tracker.close()
-    sql = tracker.find("h")
-    tracker._sql = None  # the path a tracking server takes
+    sql, orm = tracker.find("h"), tracker._set_up.sql
+    tracker._set_up = tracker._set_up._replace(sql=None)  # the path a tracking server takes
     client = tracker.find("h")
     assert repr(sql) == repr(client)  # repr: nan != nan
     assert sql.finished.run_id == run.run_id and sql.finished.parent_id == parent.run_id
     assert sql.finished.metrics["retention"] == 0.75 and sql.finished.metrics["round/kept"] == 3.0
     assert [r.run_id for r in sql.running] == [running.run_id] and sql.running[0].owner
+    if database is None:  # a SQLite store's file, read as the store is being set up: one answer
+        early = _find_early(tmp_path / "mlflow.db", f"t-{tmp_path.name}", "h", (PARENT_TAG, OWNER_TAG), fresh=False)
+        assert repr([StoredRun(*r) for r in early]) == repr(orm.find(HASH_TAG, "h", (PARENT_TAG, OWNER_TAG)))
+        assert len(early) == 3 and _find_early(tmp_path / "mlflow.db", f"t-{tmp_path.name}", "none", (), False) == []
+
+
+def test_a_store_being_set_up_answers_lookups_and_takes_runs_without_waiting(tmp_path):
+    """While the store is set up (here held up by its lock, as another process opening it would),
+    a lookup reads the SQLite file and a run opens at once: the sweep's first model calls never
+    wait on MLflow. The run is stored under the id and start it was opened with, once set up."""
+    from filelock import FileLock
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = _open(None, tmp_path)
+    with first.open("done", "h", PARAMS, TAGS) as done:
+        done.finish(METRICS, ARTIFACTS)
+    first.close()
+    with FileLock(str(tmp_path / "mlflow.db.washexp.lock")):
+        tracker = open_tracker(True, uri, None, f"t-{tmp_path.name}", tmp_path)
+        found, fresh = tracker.find("h"), tracker.find("new")
+        opened = int(time.time() * 1000)
+        run = tracker.open("child", "new", PARAMS, TAGS, parent_id=done.run_id)
+        run.finish({"retention": 0.5}, {"a.txt": "x\n"})
+        assert not tracker.ready  # nothing above waited for the set-up
+    assert found.finished.run_id == done.run_id and found.finished.metrics == METRICS and fresh.finished is None
+    tracker.close()
+    stored = tracker.client.get_run(run.run_id)
+    assert stored.info.status == "FINISHED" and stored.data.tags[PARENT_TAG] == done.run_id
+    assert 0 <= stored.info.start_time - opened < 500 and stored.data.metrics == {"retention": 0.5}
+    assert tracker.find("new").finished.run_id == run.run_id
+
+
+def test_a_fresh_store_being_set_up_holds_no_run(tmp_path):
+    """A SQLite file that did not exist holds no run until its schema is whole: a lookup says so
+    without waiting, and the store is set up after."""
+    from filelock import FileLock
+
+    with FileLock(str(tmp_path / "mlflow.db.washexp.lock")):
+        tracker = _open(None, tmp_path)
+        assert tracker.find("h") == Found() and not tracker.ready
+    tracker.close()
+    assert tracker.find("h") == Found() and tracker.ready
 
 
 def test_tables_load_across_runs_as_mlflow_logged_them(stored):
@@ -183,7 +230,7 @@ def test_the_sqlite_store_commits_through_a_write_ahead_log(tmp_path):
     """Each run commits several transactions; with the rollback journal each waited on the disk."""
     import sqlite3
 
-    open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", None, "t", tmp_path)
+    open_tracker(True, f"sqlite:///{tmp_path / 'mlflow.db'}", None, "t", tmp_path).close()  # set up
     with sqlite3.connect(tmp_path / "mlflow.db") as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -194,6 +241,7 @@ def test_a_write_that_fails_on_the_writer_thread_is_raised_at_the_next_tracking_
     from urllib.parse import urlparse
 
     tracker = _open(database, tmp_path, str(tmp_path / "mlruns"))
+    tracker.wait_set_up()  # the run is created as it opens, so its artifact folder is known
     run = tracker.open("S top2 · backup", "h", PARAMS, TAGS)
     artifacts = Path(urlparse(run.artifact_uri).path)
     artifacts.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,8 @@
 :class:`PrepareStore` opens the tracking store and creates the experiment once, in the launching
 process, before any job starts: jobs in several processes racing to migrate a fresh SQLite schema
 ("duplicate column name") or to create one experiment is a known MLflow failure. Jobs then find
-both ready. It runs for every multirun (the basic launcher too: it costs one store open).
+both ready. Under the basic launcher every job runs in this process and shares one tracker, so
+there is no race, and the jobs' tracker sets the store up beside the first model calls instead.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from hydra.experimental.callback import Callback
 from washexp.errors import WashexpError
 
 log = logging.getLogger("washexp")
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
 
 
 def project_root(config) -> Path:
@@ -32,6 +34,8 @@ class PrepareStore(Callback):
         from washexp.tracking.server import unanswered
 
         t = config.tracking
+        if config.hydra.launcher.get("_target_") == BASIC_LAUNCHER:  # one process: no race to prevent
+            return
         if not t.enabled or unanswered(t.uri):  # a tracking server that does not answer: the job says so
             return
         try:

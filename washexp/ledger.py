@@ -86,10 +86,9 @@ def shown(uri: str) -> str:
 
 def recorded_under(uri: str, experiment: str, sweep: str) -> bool:
     """Whether any run in the store carries this sweep's id."""
-    from washexp.tracking.reader import search
+    from washexp.tracking.reader import has_runs
 
-    runs = search(uri, experiment, f"tags.sweep = '{sweep}'")
-    return runs is not None and not runs.empty
+    return has_runs(uri, experiment, f"tags.sweep = '{sweep}'")
 
 
 def browse(uri: str | None, benchmark: str, experiment: str, root: Path) -> str:

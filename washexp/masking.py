@@ -49,14 +49,16 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
-def mask(text: str) -> str:
-    for value in secret_values():
+def mask(text: str, values: list[str] | None = None) -> str:
+    """``values``: :func:`secret_values` taken once for a batch of writes (one run's params, tags
+    and artifacts); by default read from the environment now."""
+    for value in secret_values() if values is None else values:
         text = text.replace(value, MASK)
     return text
 
 
-def mask_bytes(data: bytes) -> bytes:
-    for value in secret_values():
+def mask_bytes(data: bytes, values: list[str] | None = None) -> bytes:
+    for value in secret_values() if values is None else values:
         data = data.replace(value.encode("utf-8"), MASK.encode())
     return data
 

@@ -38,6 +38,7 @@ from washexp.masking import declare
 from washexp.models.base import ChatRequest, ChatResponse, OverWindow, safe_url
 
 log = logging.getLogger("washexp")
+logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request: a panel's 908 were most of its log
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 PLACEHOLDER_KEY = "not-needed-for-a-local-endpoint"

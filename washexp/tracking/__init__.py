@@ -29,13 +29,10 @@ def open_tracker(
     """A tracker for ``experiment`` in the store at ``uri`` (default: the project's SQLite)."""
     if not enabled:
         return NullTracker()
-    from washexp.tracking.reader import quiet_mlflow
-
     uri = uri or default_uri(root)
     served = uri.startswith(("http://", "https://"))  # a tracking server keeps the artifacts it is sent
     artifact_root = Path(artifacts).resolve() if artifacts else None if served else root / "mlruns"
-    with quiet_mlflow():
-        return Tracker(uri, experiment, artifact_root, lock_dir=root / "mlruns")
+    return Tracker(uri, experiment, artifact_root, lock_dir=root / "mlruns")  # MLflow set up on a thread
 
 
 __all__ = ["FoundRun", "NullTracker", "Run", "Tracker", "default_uri", "open_tracker"]

@@ -48,6 +48,18 @@ def search(uri: str, experiment: str, filter_string: str = ""):
         return mlflow.search_runs([exp_id], filter_string=filter_string, output_format="pandas", max_results=100_000)
 
 
+def has_runs(uri: str, experiment: str, filter_string: str) -> bool:
+    """Whether any live run of ``experiment`` matches ``filter_string``: one run asked for, no
+    table built (:func:`search` of a 180-run sweep built a DataFrame of every run to say yes)."""
+    from mlflow.tracking import MlflowClient
+
+    exp_id = experiment_id(uri, experiment)
+    if exp_id is None:
+        return False
+    with quiet_mlflow():
+        return bool(MlflowClient(uri).search_runs([exp_id], filter_string=filter_string, max_results=1))
+
+
 def load_table(uri: str, artifact_file: str, run_ids: list[str]):
     """One MLflow table (``log_table``'s ``split`` JSON) gathered across runs, a ``run_id`` column
     added. Every run named must have it: a run without it, or a table that does not parse, is a

@@ -77,11 +77,14 @@ class SqlRuns:
                     tags[t.run_uuid][t.key] = t.value
         return [StoredRun(r.run_uuid, r.status, metrics[r.run_uuid], tags[r.run_uuid]) for r in rows]
 
-    def create(self, name: str, tags: dict[str, str]) -> tuple[str, str]:
+    def create(
+        self, name: str, tags: dict[str, str], run_id: str | None = None, start_time: int | None = None
+    ) -> tuple[str, str]:
         """A new RUNNING run with its tags, as ``MlflowClient.create_run`` makes one: its id and
-        artifact URI."""
+        artifact URI. ``run_id``, ``start_time`` (ms): what it was given when it was opened, before
+        the store was set up (a new uuid4 hex, the time then)."""
         _, _, checked = _validate_batch_log_data([], [], [RunTag(k, v) for k, v in tags.items()])
-        run_id = uuid.uuid4().hex
+        run_id = run_id or uuid.uuid4().hex
         artifact_uri = append_to_uri_path(self._artifact_location, run_id, SqlAlchemyStore.ARTIFACTS_FOLDER_NAME)
         run = {
             "run_uuid": run_id,
@@ -93,7 +96,7 @@ class SqlRuns:
             "entry_point_name": "",
             "user_id": tags.get(MLFLOW_USER, "unknown"),
             "status": RunStatus.to_string(RunStatus.RUNNING),
-            "start_time": _now(),
+            "start_time": start_time or _now(),
             "end_time": None,
             "deleted_time": None,
             "source_version": "",

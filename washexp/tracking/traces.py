@@ -39,6 +39,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -300,12 +301,10 @@ class TraceStore:
     """The traces of one tracker's experiment: ids fixed on first ask (any thread), written on
     the tracker's writer thread (one at a time, in the order runs closed)."""
 
-    def __init__(self, client, experiment_id: str):
-        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-        store = client._tracking_client.store
-        self._client, self._experiment_id = client, experiment_id
-        self._sql = store if isinstance(store, SqlAlchemyStore) else None  # None: a tracking server
+    def __init__(self, connect: Callable[[], tuple[Any, str]]):
+        """``connect()``: MLflow's client and the experiment id, asked at the first write only (the
+        tracker's store may still be setting up when this is built)."""
+        self._connect = connect
         self._lock = threading.Lock()
         self._ids: dict[str, str] = {}  # recording key -> trace id, this process
         self._written: set[str] = set()  # trace ids stored (writer thread only)
@@ -319,8 +318,17 @@ class TraceStore:
                 found = self._ids[key] = f"tr-{uuid.uuid4().hex}"
             return found
 
+    def _open(self) -> None:
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        self._client, self._experiment_id = self._connect()
+        store = self._client._tracking_client.store
+        self._sql = store if isinstance(store, SqlAlchemyStore) else None  # None: a tracking server
+
     def write(self, run_id: str, calls: tuple[ModelCall, ...]) -> None:
         """Store the traces of ``calls`` not yet stored, under ``run_id``; link the others to it."""
+        if not hasattr(self, "_client"):
+            self._open()
         new, linked, seen = [], [], set()
         for call in calls:
             tid = self.trace_id(call.key)

@@ -41,15 +41,16 @@ import tempfile
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from washexp.errors import WashexpError
 from washexp.hashing import canonical_json, sha256_bytes, tree_digest
-from washexp.masking import mask, mask_bytes
+from washexp.masking import mask, mask_bytes, secret_values
 from washexp.tracking.sqlite import check_store, store_path, write_ahead_log
 from washexp.tracking.traces import ModelCall, TraceStore
 
@@ -210,27 +211,31 @@ class Run:
 
 class _Writer:
     """One daemon thread running writes in the order they were handed over. At most ``BACKLOG``
-    wait: a sweep that computes faster than its store writes waits for the store, so a stop
-    never waits on a long queue and a kill loses little. Each write names the identity it
+    closes wait: a sweep that computes faster than its store writes waits for the store, so a
+    stop never waits on a long queue and a kill loses little (a run's creation, handed over while
+    the store is still being set up, is small and never waits). Each write names the identity it
     stores, so a lookup waits only when its own identity is still on the way."""
 
     BACKLOG = 4
 
     def __init__(self) -> None:
-        self._queue: queue.Queue = queue.Queue(maxsize=self.BACKLOG)
+        self._queue: queue.Queue = queue.Queue()
+        self._room = threading.BoundedSemaphore(self.BACKLOG)
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._pending: dict[str, int] = {}
 
-    def submit(self, key: str, write) -> None:
+    def submit(self, key: str, write, bounded: bool = True) -> None:
         self._raise()
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="washexp-tracking-writer", daemon=True)
             self._thread.start()
+        if bounded:
+            self._room.acquire()
         with self._lock:
             self._pending[key] = self._pending.get(key, 0) + 1
-        self._queue.put((key, write))
+        self._queue.put((key, write, bounded))
 
     def drain(self) -> None:
         """Wait until every write handed over is stored; raise the first that failed."""
@@ -252,7 +257,7 @@ class _Writer:
 
     def _loop(self) -> None:
         while True:
-            key, write = self._queue.get()
+            key, write, bounded = self._queue.get()
             try:
                 write()
             except BaseException as err:  # reported to the calling thread, never lost
@@ -262,41 +267,109 @@ class _Writer:
                     self._pending[key] -= 1
                     if not self._pending[key]:
                         del self._pending[key]
+                if bounded:
+                    self._room.release()
                 self._queue.task_done()
+
+
+class _Store(NamedTuple):
+    """The store once it is set up: MLflow's client, the experiment, its SQL runs (None for a
+    tracking server)."""
+
+    client: Any
+    experiment_id: str
+    sql: Any
 
 
 class Tracker:
     def __init__(self, uri: str, experiment: str, artifact_root: Path | None, lock_dir: Path):
         """``artifact_root``: where a new experiment keeps its artifacts; None leaves it to the
-        tracking server. ``lock_dir`` holds the lock on experiment creation."""
-        import mlflow
-        from filelock import FileLock
-        from mlflow.tracking import MlflowClient
+        tracking server. ``lock_dir`` holds the lock on experiment creation.
 
-        from washexp.tracking.sqlstore import SqlRuns
-
-        if uri.startswith("sqlite:"):
+        The checks a user acts on (an empty, damaged or read-only SQLite file) run here, before
+        any work. Importing MLflow and setting the store up (a fresh SQLite schema, the
+        experiment) run on a thread of their own, so they overlap the sweep's first model calls
+        instead of preceding them: a SQLite store's first lookups read the file directly meanwhile
+        (:meth:`_find_early`), the runs opened meanwhile are created on the writer thread once the
+        store is ready, and anything else that needs the store waits for it. A set-up that fails
+        raises at the next tracking call, as a store failure would."""
+        self._db = store_path(uri)
+        if self._db is not None:
             check_store(uri, write=True)  # one line for an empty, damaged or read-only file, before any work
-            write_ahead_log()  # before MLflow's first connection to the store
-        mlflow.set_tracking_uri(uri)
         self.uri = uri
         self.failed: StoreError | None = None
         self._writer = _Writer()
-        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)  # its tracebacks: our one line
-        atexit.register(self.close)
+        self._fresh = self._db is not None and not self._db.exists()
+        """A SQLite file that did not exist: until its schema is whole it holds no run."""
+        self._experiment = experiment
         self._claims = _lock_path(uri, lock_dir).with_suffix(".claims")
-        with FileLock(str(_lock_path(uri, lock_dir))):
-            self.client = MlflowClient(uri)  # opens (and on first use migrates) the store: one process at a time
-            found = self.client.get_experiment_by_name(experiment)
-            self.experiment_id = (
-                found.experiment_id
-                if found
-                else self.client.create_experiment(
-                    experiment, artifact_location=artifact_root.as_uri() if artifact_root else None
-                )
-            )
-        self._sql = SqlRuns.of(self.client, self.experiment_id)  # None for a tracking server
-        self.traces = TraceStore(self.client, self.experiment_id)
+        self._store_lock = _lock_path(uri, lock_dir)
+        self._set_up: _Store | None = None
+        self._set_up_error: BaseException | None = None
+        self._setting_up = threading.Thread(
+            target=self._set_up_store, args=(artifact_root,), name="washexp-tracking-setup", daemon=True
+        )
+        self._setting_up.start()
+        self.traces = TraceStore(lambda: (self.client, self.experiment_id))  # asked at its first write
+        atexit.register(self.close)
+
+    def _set_up_store(self, artifact_root: Path | None) -> None:
+        try:
+            import mlflow
+            from filelock import FileLock
+            from mlflow.tracking import MlflowClient
+
+            from washexp.tracking.reader import quiet_mlflow
+            from washexp.tracking.sqlstore import SqlRuns
+
+            with quiet_mlflow():
+                if self._db is not None:
+                    write_ahead_log()  # before MLflow's first connection to the store
+                mlflow.set_tracking_uri(self.uri)
+                logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)  # its tracebacks: our one line
+                with FileLock(str(self._store_lock)):
+                    client = MlflowClient(self.uri)  # opens (on first use migrates) the store: one process at a time
+                    found = client.get_experiment_by_name(self._experiment)
+                    experiment_id = (
+                        found.experiment_id
+                        if found
+                        else client.create_experiment(
+                            self._experiment, artifact_location=artifact_root.as_uri() if artifact_root else None
+                        )
+                    )
+                self._set_up = _Store(client, experiment_id, SqlRuns.of(client, experiment_id))
+        except BaseException as err:  # raised on the calling thread at its next tracking call
+            self._set_up_error = err
+
+    def _store(self) -> _Store:
+        """The store, once its set-up has ended (waited for); its failure raised again."""
+        if self._set_up is None:
+            self._setting_up.join()
+            if self._set_up_error is not None:
+                raise self._set_up_error
+        return self._set_up
+
+    def wait_set_up(self) -> None:
+        """Wait for the store's set-up; raise its failure."""
+        with self._guard():
+            self._store()
+
+    @property
+    def ready(self) -> bool:
+        """The store is set up (or its set-up failed): asking for it waits no more."""
+        return not self._setting_up.is_alive()
+
+    @property
+    def client(self):
+        return self._store().client
+
+    @property
+    def experiment_id(self) -> str:
+        return self._store().experiment_id
+
+    @property
+    def _sql(self):
+        return self._store().sql
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
@@ -320,6 +393,7 @@ class Tracker:
         try:
             with self._guard():
                 self._writer.drain()
+                self._store()  # a set-up no write needed still ends here (and a failed one is said)
         except StoreError:
             if not reported:
                 raise
@@ -345,7 +419,12 @@ class Tracker:
     def _find(self, identity_hash: str) -> Found:
         self._writer.wait_for(identity_hash)  # what this process finished is in the store before it is looked for
         keys = (PARENT_TAG, OWNER_TAG)
-        if self._sql:
+        early = None
+        if not self.ready and self._db is not None:  # the store is being set up: its file may answer
+            early = _find_early(self._db, self._experiment, identity_hash, keys, self._fresh)
+        if early is not None:
+            runs = early
+        elif self._sql:
             runs = self._sql.find(HASH_TAG, identity_hash, keys)
         else:
             runs = [
@@ -381,6 +460,11 @@ class Tracker:
             tags[HASH_TAG] = identity_hash
         if parent_id:
             tags[PARENT_TAG] = parent_id
+        if not self.ready and self._db is not None:  # created on the writer thread once the store is set up
+            run = Run(self, uuid.uuid4().hex, params, identity=identity_hash, claim=claim)
+            opened = int(time.time() * 1000)
+            self._writer.submit(identity_hash, lambda: self._create(run, name, tags, opened), bounded=False)
+            return run
         held: list = []
         with _holding(held):
             if self._sql:
@@ -393,6 +477,10 @@ class Tracker:
             run.end_by(KeyboardInterrupt("stopped as the run started"))
             _deliver(held)
         return run
+
+    def _create(self, run: Run, name: str, tags: dict[str, str], opened: int) -> None:
+        """A run opened while the store was being set up, created under the id and start it was given."""
+        _, run.artifact_uri = self._sql.create(name, tags, run_id=run.run_id, start_time=opened)
 
     def mark_killed(self, run: FoundRun, reason: str) -> None:
         """End a run whose process is gone: KILLED, never RUNNING forever."""
@@ -409,16 +497,17 @@ class Tracker:
         run = self.open(name, "", {}, tags, parent_id=parent_id)
         run.finish(target.metrics, {})
 
-    def _log(self, run: Run, metrics, tags, status: str, ended: int) -> None:
+    def _log(self, run: Run, metrics, tags, status: str, ended: int, secrets: list[str] | None = None) -> None:
         """Params, metrics (and step series), tags and the status: one transaction in a SQL
         store, batches of at most 100 and the status through a tracking server's API. ``ended``:
         when the run was closed (ms), not when the writer thread got to it."""
         from mlflow.entities import Metric, Param, RunTag
 
-        ps = [Param(k, mask(_param_value(v))) for k, v in run.params.items()]
+        secrets = secret_values() if secrets is None else secrets  # read once for the whole run
+        ps = [Param(k, mask(_param_value(v), secrets)) for k, v in run.params.items()]
         ms = [Metric(k, float(v), ended, 0) for k, v in metrics.items() if v is not None]
         ms += [Metric(k, float(v), ended, i) for k, vs in run.series.items() for i, v in enumerate(vs, 1)]
-        ts = [RunTag(k, mask(str(v))) for k, v in tags.items()]
+        ts = [RunTag(k, mask(str(v), secrets)) for k, v in tags.items()]
         if self._sql:
             self._sql.complete(run.run_id, ps, ms, ts, status, ended)
             return
@@ -457,7 +546,8 @@ class Tracker:
         table view reads it): without its per-table list/get/set-tag round trips."""
         files = {rel: c.encode("utf-8") if isinstance(c, str) else c for rel, c in artifacts.items()}
         files |= {rel: table_json(_frame(data)).encode("utf-8") for rel, data in tables.items()}
-        files = {rel: mask_bytes(data) for rel, data in files.items()}  # before the digests: they name what is kept
+        secrets = secret_values()  # once for the run's files, params and tags
+        files = {rel: mask_bytes(data, secrets) for rel, data in files.items()}  # before the digests: they name it
         manifest = {"artifacts": {rel: sha256_bytes(data) for rel, data in sorted(files.items())}, **manifest_extra}
         blob = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
         files["manifest.json"] = blob
@@ -470,7 +560,7 @@ class Tracker:
             mirrored[LOGGED_ARTIFACTS_TAG] = json.dumps([{"path": rel, "type": "table"} for rel in sorted(tables)])
         if run.traces:  # before the status: a FINISHED run has its traces
             self.traces.write(run.run_id, run.traces)
-        self._log(run, metrics, {**tags, **mirrored}, status, ended)
+        self._log(run, metrics, {**tags, **mirrored}, status, ended, secrets)
 
 
 class _NoClaim:
@@ -518,6 +608,51 @@ class NullTracker:
             self._finished[identity] = FoundRun(run.run_id, status, dict(metrics), None)
 
 
+def _find_early(db: Path, experiment: str, identity_hash: str, keys: tuple[str, ...], fresh: bool):
+    """What ``SqlRuns.find`` returns, read from the SQLite file without MLflow while the store is
+    being set up: ``(run_id, status, latest metrics, tags named in keys)`` newest first. None when
+    the file cannot answer as MLflow's ORM would (an older schema, locked): the caller then waits
+    for the set-up. A missing file, experiment or table of a fresh store holds no run."""
+    if not db.exists():
+        return []
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=60)
+    except sqlite3.Error:
+        return None
+    try:
+        exp = con.execute("SELECT experiment_id FROM experiments WHERE name = ?", (experiment,)).fetchone()
+        if exp is None:
+            return []
+        rows = con.execute(
+            "SELECT runs.run_uuid, runs.status FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid"
+            " WHERE tags.key = ? AND tags.value = ? AND runs.experiment_id = ? AND runs.lifecycle_stage = 'active'"
+            " ORDER BY runs.start_time DESC, runs.run_uuid LIMIT 50",
+            (HASH_TAG, identity_hash, exp[0]),
+        ).fetchall()
+        ids = [r[0] for r in rows]
+        metrics: dict[str, dict[str, float]] = {i: {} for i in ids}
+        tags: dict[str, dict[str, str]] = {i: {} for i in ids}
+        if ids:
+            marks = ",".join("?" * len(ids))
+            for run_id, key, value, is_nan in con.execute(
+                f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({marks})", ids
+            ):
+                metrics[run_id][key] = float("nan") if is_nan else float(value)
+            for run_id, key, value in con.execute(
+                f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN ({marks})"
+                f" AND key IN ({','.join('?' * len(keys))})",
+                [*ids, *keys],
+            ):
+                tags[run_id][key] = value
+    except sqlite3.OperationalError as err:  # no such table or column: a schema MLflow has not made whole yet
+        return [] if fresh and str(err).startswith("no such ") else None
+    except sqlite3.Error:
+        return None
+    finally:
+        con.close()
+    return [(r[0], r[1], metrics[r[0]], tags[r[0]]) for r in rows]
+
+
 def _released(claim, write) -> None:
     """``write``, then the claim it was holding is released (whatever the write did)."""
     try:
@@ -528,10 +663,15 @@ def _released(claim, write) -> None:
 
 
 def _write_tree(folder: Path, files: dict[str, bytes]) -> None:
+    made: set[str] = set()
     for rel, data in files.items():
-        target = folder / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        target = os.path.join(folder, rel)
+        parent = os.path.dirname(target)
+        if parent not in made:  # each folder made once (a run's requests/ holds a dozen files)
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        with open(target, "wb") as f:
+            f.write(data)
 
 
 def _lock_path(uri: str, lock_dir: Path) -> Path:
