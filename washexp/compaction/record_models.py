@@ -112,12 +112,14 @@ def _record(models: tuple[str, ...], single: dict, options) -> Record:
         ),
         *lacking,
     ]
-    for m in models:
-        if first[m]["params.backend"] == "local":
-            notes.append(
-                f"{m} ({first[m]['params.tier']}) is a small model served on this machine: its figures show that the "
-                "harness measures it end to end and say nothing about a larger model."
-            )
+    small = [f"{m} ({first[m]['params.tier']})" for m in models if first[m]["params.backend"] == "local"]
+    if small:
+        notes.insert(
+            0,
+            f"Small-model record: {', '.join(small)} served on this machine. Its figures show that the harness "
+            "measures a real model end to end (real summaries, rankings and answers, graded as the study grades "
+            "them); they say nothing about how a larger model would score.",
+        )
     for m in models:
         notes += [f"{m}: {n}" for n in single[m][0].notes if "left out" in n or "newer runs planned" in n]
     provenance = {

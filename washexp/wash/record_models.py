@@ -76,6 +76,17 @@ def _record(models: tuple[str, ...], single: dict[str, Record], options) -> Reco
         f"'{ACROSS}' gives the minimum ceiling over the tiers (CoalWash cites it) and each phase's largest fact-loss.",
         per_model.FACT_LOSS,
     ]
+    small = [
+        f"{m} ({single[m].provenance.get('tier')})"
+        for m in models
+        if "served model (GGUF, n_ctx, server)" in single[m].provenance
+    ]
+    if small:
+        notes.insert(
+            0,
+            f"Small-model record: {', '.join(small)} served on this machine washes the stores; it shows that the "
+            "harness measures a real model washer end to end and says nothing about how a larger model would wash.",
+        )
     for m in models:
         notes += [f"{m}: {n}" for n in single[m].notes if "left out" in n or "newer runs planned" in n]
     provenance = {
