@@ -168,6 +168,8 @@ def test_compare_takes_a_model_as_the_a_b_axis(compaction):
         (("model:ctx-model", "model:qwen-absent"), "model:qwen-absent: no compaction runs of that model"),
         (("model:ctx-model", "model:ctx-model"), "name two models"),
         (("model:", "model:ctx-model"), "name a model"),
+        ((sweep, "model:ctx-model"), "covers several models"),  # never a cross-model record read as one model's
+        (("model:ctx-model", sweep, "--sweep", sweep), "--sweep goes with model:NAME sides"),
     ):
         proc = _cli(store, "compare", *args)
         assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, args

@@ -126,8 +126,9 @@ def _from_store(arg: str, uri: str, experiment: str) -> dict:
     if not any(s == sweep or s.endswith("/" + sweep) for s in known):
         raise ConfigError(f"{arg}: neither a record .json file nor a sweep or run id in {uri} ({experiment})")
     records = build(ExportOptions(uri=uri, experiment=experiment, sweeps=(sweep,)))
-    if len(records) != 1:
-        raise ConfigError(f"{arg}: covers {len(records)} models; compare one model's sweeps")
+    own = [r for r in records if not r.platform.startswith("cross-model-")]  # one model's records only
+    if len(records) != 1 or len(own) != 1:
+        raise ConfigError(f"{arg}: covers several models; compare one model's: model:NAME --sweep {sweep}")
     return json.loads(records[0].to_json())
 
 
