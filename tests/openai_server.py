@@ -7,7 +7,10 @@ native or Hermes': "TURNS TO SUMMARIZE"). Replies by kind:
 
 - reader: ``Script.reader[task]``: ``correct`` (the expected facts, the default),
   ``wrong_types`` (every value as the wrong JSON type), ``malformed`` (prose around JSON) or
-  ``fenced`` (the correct object inside a code fence);
+  ``fenced`` (the correct object inside a code fence); ``Script.models[name]`` sets the reader's
+  mode for every task of requests naming that model (two scripted models on one server):
+  ``context`` (the expected facts whose value is written in the request's context, the rest left
+  out) or ``empty`` (``{"facts": {}}``);
 - Jev: a score per unit; ``Script.jev[task]``: ``fenced`` (prose, then the object in a code
   fence), ``malformed`` (every reply; also ``Script.bad_jev``) or ``malformed_first`` (only the
   task's first Jev request);
@@ -65,11 +68,18 @@ def wrong_type(value):
     return [value] if isinstance(value, str) else json.dumps(value)
 
 
+def _written(value, context: str) -> bool:
+    """Whether a value (each item of a list) is written in the context as text."""
+    items = value if isinstance(value, list) else [value]
+    return all(json.dumps(v).strip('"') in context or str(v) in context for v in items)
+
+
 class Script:
     def __init__(self, latency: float = 0.0, tasks_root: Path = FIXTURES):
         self.latency = latency
         self.forced: deque[str] = deque()
         self.reader: dict[str, str] = {}
+        self.models: dict[str, str] = {}
         self.bad_jev: set[str] = set()
         self.jev: dict[str, str] = {}
         self.h: dict[str, str] = {}
@@ -106,11 +116,16 @@ class Script:
             return "H", self.task_in(first)
         return "other", None
 
-    def reply(self, kind: str, task, messages: list[dict], temperature: float = 0.0) -> str:
+    def reply(self, kind: str, task, messages: list[dict], temperature: float = 0.0, model: str = "") -> str:
         prompt = messages[0].get("content") or ""
         if kind == "read":
-            mode = self.reader.get(task.id, "correct") if task else "malformed"
+            mode = self.models.get(model) or (self.reader.get(task.id, "correct") if task else "malformed")
             expected = task.expected if task else {}
+            if mode == "empty":
+                return json.dumps({"facts": {}})
+            if mode == "context":  # what a reader could answer from the evidence it was given
+                context = "\n".join(str(m.get("content") or "") for m in messages[2:])
+                return json.dumps({"facts": {k: v for k, v in expected.items() if _written(v, context)}})
             if mode == "wrong_types":
                 return json.dumps({"facts": {k: wrong_type(v) for k, v in expected.items()}})
             if mode == "malformed":
@@ -232,7 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(status, {"error": {"message": message, "code": "invalid_api_key"}}, headers)
             elif forced == "400":
                 return self._send(400, {"error": {"message": "scripted: this model does not accept that request"}})
-            text = s.reply(kind, task, messages, body.get("temperature") or 0.0)
+            text = s.reply(kind, task, messages, body.get("temperature") or 0.0, str(body.get("model") or ""))
             prompt_tokens = s.count_tokens(messages)
             usage = {
                 "prompt_tokens": prompt_tokens,

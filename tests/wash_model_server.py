@@ -11,7 +11,8 @@ requests of that kind; with none queued, a kind's rule answers:
 - insider: ``accept`` for every flag it is shown;
 - check: ``PASS``;
 - plain: the file without the lines holding a phrase of ``fat`` or of ``lossy`` (the control's
-  mistake: a line that held a fact).
+  mistake: a line that held a fact); a model named in ``WashScript.careful`` makes no such mistake
+  (two scripted washer models on one server).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class WashScript(Script):
         super().__init__()
         self.fat = dict(fat or {})
         self.lossy = tuple(lossy)
+        self.careful: set[str] = set()
         self.queued: dict[str, deque[str]] = {k: deque() for k in KINDS}
         self.openings = {kind: prompt(kind).splitlines()[0] for kind in KINDS}
 
@@ -43,7 +45,7 @@ class WashScript(Script):
         kind = next((k for k, opening in self.openings.items() if first.startswith(opening)), "other")
         return kind, None
 
-    def reply(self, kind: str, task, messages: list[dict], temperature: float = 0.0) -> str:
+    def reply(self, kind: str, task, messages: list[dict], temperature: float = 0.0, model: str = "") -> str:
         with self.lock:
             if self.queued.get(kind):
                 return self.queued[kind].popleft()
@@ -58,7 +60,7 @@ class WashScript(Script):
         if kind == "plain":
             m = _PLAIN.search(text)
             body = m.group(1) if m else ""
-            drop = (*self.fat, *self.lossy)
+            drop = (*self.fat, *(() if model in self.careful else self.lossy))
             return "\n".join(line for line in body.split("\n") if not any(p in line for p in drop))
         return "ok"
 

@@ -16,3 +16,9 @@ COMPARERS = Registry(
     "comparer", {"compaction": "washexp.compaction.compare:compare", "wash": "washexp.wash.compare:compare"}
 )
 """topic -> ``compare(a: record dict, b: record dict) -> washexp.compare.Findings``."""
+
+CROSS_RECORDS = Registry(
+    "cross-model record builder",
+    {"compaction": "washexp.compaction.record_models:build", "wash": "washexp.wash.record_models:build"},
+)
+"""topic -> ``build(runs: DataFrame, options: ExportOptions) -> Record``: ``options.models`` side by side."""

@@ -1,6 +1,6 @@
 """The ``washexp`` command.
 
-    washexp export [--experiment compaction] [--sweep ID]... [--model NAME] [--date YYYY-MM-DD]
+    washexp export [--experiment compaction] [--sweep ID]... [--model NAME | --models A,B] [--date YYYY-MM-DD]
                    [--out DIR] [--tracking-uri URI]
     washexp ui [--port 5000] [--experiment compaction] [--tracking-uri URI] [--no-browser]
     washexp runs [--experiment NAME] [--limit 10] [--tracking-uri URI]
@@ -60,6 +60,11 @@ def _parser(root: Path) -> argparse.ArgumentParser:
         help="only arm runs of this sweep (its tag, or the tail like 2026-11-30/10-31-23); repeatable",
     )
     e.add_argument("--model", help="only runs of this model (default: one record per model)")
+    e.add_argument(
+        "--models",
+        metavar="A,B",
+        help="one cross-model record with these models side by side (each must have runs after the filters)",
+    )
     e.add_argument("--date", type=_date, help="the record as of this UTC day: runs started on or before it")
     e.add_argument("--topic", help="record builder (default: the experiment's name)")
     e.add_argument("--out", type=Path, default=root / "results", help="output folder (default: results/)")
@@ -105,6 +110,7 @@ def _parser(root: Path) -> argparse.ArgumentParser:
 def export(args: argparse.Namespace) -> int:
     from washexp.export import ExportOptions
     from washexp.export import export as run_export
+    from washexp.export.crossmodel import parse_models
 
     options = ExportOptions(
         uri=args.tracking_uri,
@@ -112,6 +118,7 @@ def export(args: argparse.Namespace) -> int:
         topic=args.topic,
         sweeps=tuple(args.sweep),
         model=args.model,
+        models=parse_models(args.models) if args.models is not None else (),
         date=args.date,
         out=args.out,
     )

@@ -1,6 +1,9 @@
 """``washexp compare A B``: regressions, mechanically. A and B are exported record ``.json`` files
 or sweeps in the tracking store (a sweep id such as ``2026-11-30/10-31-23``, or any run id of
-one), of the same family; each family compares its own way (``benchmarks.COMPARERS``).
+one), or models in the store (``model:NAME``: that model's record, of the runs of ``--sweep`` when
+given), of the same family; each family compares its own way (``benchmarks.COMPARERS``). With
+models as the A/B axis the cells are the same (arm x cohort x task x field; measurement x washer x
+gauge x store x round x needle), so B must have every cell of A's model as before.
 
 It fails closed: every cell of A (compaction: arm x cohort x task x field; wash: measurement x
 washer x gauge x store x round x needle) must be in B, or B is incomplete (exit 1, the missing
@@ -123,12 +126,44 @@ def _from_store(arg: str, uri: str, experiment: str) -> dict:
     if not any(s == sweep or s.endswith("/" + sweep) for s in known):
         raise ConfigError(f"{arg}: neither a record .json file nor a sweep or run id in {uri} ({experiment})")
     records = build(ExportOptions(uri=uri, experiment=experiment, sweeps=(sweep,)))
-    if len(records) != 1:
-        raise ConfigError(f"{arg}: covers {len(records)} models; compare one model's sweeps")
+    own = [r for r in records if not r.platform.startswith("cross-model-")]  # one model's records only
+    if len(records) != 1 or len(own) != 1:
+        raise ConfigError(f"{arg}: covers several models; compare one model's: model:NAME --sweep {sweep}")
     return json.loads(records[0].to_json())
 
 
-def load_side(arg: str, uri: str, experiment: str) -> dict:
+MODEL = "model:"
+"""A side named ``model:NAME``: that model's record from the store."""
+
+
+def _from_model(name: str, uri: str, experiment: str, sweeps: tuple[str, ...]) -> dict:
+    """One model's record from the store (of ``sweeps`` when given); a model the store (or those
+    sweeps) lacks is an input error, never an empty side."""
+    from washexp.export import ExportOptions, build, load_runs
+    from washexp.export.crossmodel import models_in
+
+    if not name:
+        raise ConfigError(f"{MODEL}: name a model (model:NAME)")
+    options = ExportOptions(uri=uri, experiment=experiment, sweeps=sweeps, model=name)
+    if experiment in ("compaction", "wash"):
+        there = models_in(load_runs(uri, experiment), experiment, options)
+        if name not in there:
+            scope = f" in sweep {', '.join(sweeps)}" if sweeps else ""
+            raise ConfigError(
+                f"{MODEL}{name}: no {experiment} runs of that model{scope} in {uri} (models there: "
+                f"{', '.join(there) or 'none'})"
+            )
+    records = build(options)
+    if len(records) != 1:
+        raise ConfigError(f"{MODEL}{name}: covers {len(records)} records; name one sweep with --sweep")
+    return json.loads(records[0].to_json())
+
+
+def load_side(arg: str, uri: str, experiment: str, sweeps: tuple[str, ...] = ()) -> dict:
+    if arg.startswith(MODEL):
+        return _from_model(arg.removeprefix(MODEL), uri, experiment, sweeps)
+    if sweeps:
+        raise ConfigError(f"--sweep goes with model:NAME sides; {arg} is a record or a sweep already")
     path = Path(arg)
     if path.suffix == ".json" and path.is_file():
         try:
@@ -157,8 +192,15 @@ def _parser(root: Path | None) -> argparse.ArgumentParser:
         description=__doc__.replace("``", ""),  # the module doc, as plain text
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("a", help="baseline: a record .json, or a sweep / run id in the store")
+    p.add_argument("a", help="baseline: a record .json, a sweep / run id in the store, or model:NAME")
     p.add_argument("b", help="candidate: the same")
+    p.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="for model:NAME sides: only that sweep's runs (repeatable; default: the newest runs of each arm)",
+    )
     p.add_argument("--max-needles-lost", type=int, default=0, help="muscle needles B may lose that A kept (default: 0)")
     p.add_argument(
         "--max-mean-drop", type=float, default=0.05, help="largest drop A - B of a cohort or store mean (default: 0.05)"
@@ -191,8 +233,10 @@ def main(argv: list[str]) -> int:
     parser.error = lambda message: (_ for _ in ()).throw(_Usage(message))  # one line, exit 2
     try:
         args = parser.parse_args(argv)
-        a = load_side(args.a, args.tracking_uri, args.experiment)
-        b = load_side(args.b, args.tracking_uri, args.experiment)
+        if args.a == args.b and args.a.startswith(MODEL):
+            raise ConfigError(f"A and B are both {args.a}: name two models")
+        a = load_side(args.a, args.tracking_uri, args.experiment, tuple(args.sweep))
+        b = load_side(args.b, args.tracking_uri, args.experiment, tuple(args.sweep))
         found = compare(a, b, args.allow_subset)
     except _Usage as err:
         print(f"washexp compare: {err}", file=sys.stderr)

@@ -3,17 +3,20 @@
 ``export(options)`` reads an experiment's runs (through :mod:`washexp.tracking`), hands them to
 the family's record builder (``washexp.benchmarks.RECORDS``), and writes each record as
 ``<out>/<topic>-<platform>-<YYYY-MM-DD>.md`` and ``.json`` plus its PNG plots.
+With ``models`` (``--models a,b``), or ``sweeps`` that hold several models, it also writes one
+cross-model record with the models side by side (:mod:`washexp.export.crossmodel`).
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from washexp.benchmarks import RECORDS
+from washexp.benchmarks import CROSS_RECORDS, RECORDS
 from washexp.errors import ConfigError, WashexpError
+from washexp.export import crossmodel
 from washexp.export.records import Record
 from washexp.tracking.reader import search
 
@@ -27,6 +30,8 @@ class ExportOptions:
     sweeps: tuple[str, ...] = ()
     """Sweep ids (the ``sweep`` tag, or its tail such as ``2026-11-30/10-31-23``)."""
     model: str | None = None
+    models: tuple[str, ...] = ()
+    """Two models or more: one record with them side by side (and no per-model record)."""
     date: str | None = None
     """YYYY-MM-DD: the record as of that day (runs started on or before it, UTC)."""
     out: Path = Path("results")
@@ -43,12 +48,29 @@ def load_runs(uri: str, experiment: str) -> Any:
 
 
 def build(options: ExportOptions) -> list[Record]:
-    builder = RECORDS.get(options.topic or options.experiment)
-    records = builder(load_runs(options.uri, options.experiment), options)
+    topic = options.topic or options.experiment
+    builder = RECORDS.get(topic)
+    if options.models and options.model:
+        raise ConfigError("--model and --models: give one (--models puts several side by side)")
+    if options.models and topic not in crossmodel.PARENT_KIND:
+        raise ConfigError(f"--models: the {topic} records have no cross-model record")
+    runs = load_runs(options.uri, options.experiment)
+    if options.models:
+        crossmodel.check_present(runs, topic, options)
+        return [CROSS_RECORDS.get(topic)(runs, options)]
+    records = builder(runs, options)
     stems = [r.stem for r in records]
     clash = sorted({s for s in stems if stems.count(s) > 1})
+    several = options.sweeps and options.model is None and topic in crossmodel.PARENT_KIND and len(records) > 1
+    if several:  # a sweep holding several models: their cross-model record too
+        models = tuple(crossmodel.models_in(runs, topic, options))
+        cross = CROSS_RECORDS.get(topic)(runs, replace(options, models=models))
+        return [cross] if clash else [*records, cross]  # the cross-model record holds each model's rows
     if clash:
-        raise WashexpError(f"several models would write {', '.join(clash)}: choose one with --model")
+        raise WashexpError(
+            f"several models would write {', '.join(clash)}: choose one with --model, or put them side by side "
+            "with --models a,b"
+        )
     return records
 
 
