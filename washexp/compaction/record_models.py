@@ -19,6 +19,7 @@ import pandas as pd
 
 from washexp import __version__
 from washexp.compaction import record as per_model
+from washexp.compaction import record_variance
 from washexp.compaction.runs import metric, study_runs
 from washexp.errors import WashexpError
 from washexp.export import bootstrap, crossmodel
@@ -40,8 +41,20 @@ def build(runs: pd.DataFrame, options) -> Record:
         study = study_runs(runs, model=model, sweeps=options.sweeps, until=options.date)
         crossmodel.one_identity(study.arms, model)
         (record,) = per_model.build(runs, dataclasses.replace(options, model=model, models=()))
-        single[model] = (record, study)
+        single[model] = (record, study, _nested(study, options.uri))
     return _record(models, single, options)
+
+
+def _nested(study, uri: str) -> dict[tuple[str, str], bootstrap.Nested]:
+    """(arm label, key) -> task -> generations -> answer scores, over the final arms' conditions
+    (the hierarchy the intervals resample)."""
+    final = study.arms[study.arms["phase"] == "final"]
+    conds = study.conditions[study.conditions["arm_run_id"].isin(final["run_id"])]
+    measured = bool(metric(conds, "fact_accuracy").notna().any())
+    keys = ("fact_accuracy", "retention") if measured else ("retention",)
+    return {
+        (label, key): nested for key in keys for label, nested in record_variance.nested_scores(conds, uri, key).items()
+    }
 
 
 def _record(models: tuple[str, ...], single: dict, options) -> Record:
@@ -57,7 +70,7 @@ def _record(models: tuple[str, ...], single: dict, options) -> Record:
 
     rows, scores = [], {}
     for m in models:
-        record, study = single[m]
+        record, study, nested = single[m]
         tables = {t.key: t for t in record.tables}
         cost = _cost(study)
         for cohort in COHORTS:
@@ -80,7 +93,9 @@ def _record(models: tuple[str, ...], single: dict, options) -> Record:
         for t in record.data["compaction_tasks"]:
             for key in ("fact_accuracy", "retention"):
                 if t[key] is not None:
-                    scores.setdefault((m, t["arm"], t["cohort"], key), {})[t["task"]] = float(t[key])
+                    scores.setdefault((m, t["arm"], t["cohort"], key), {})[t["task"]] = nested[(t["arm"], key)][
+                        t["task"]
+                    ]
     position = {m: i for i, m in enumerate(models)}
     rows.sort(key=lambda r: (COHORTS.index(r["cohort"]), arm_order[r["arm"]], position[r["model"]]))
     measured = {m for m in models if any(r["model"] == m and r["fact_accuracy"] is not None for r in rows)}
@@ -100,9 +115,8 @@ def _record(models: tuple[str, ...], single: dict, options) -> Record:
         f"Models side by side: {', '.join(models)}. Each model's figures are those of its own record "
         f"(results/compaction-<platform>-<date>.md), built from the same runs; the headline is "
         f"{headline.replace('_', ' ')}.",
-        "Intervals between models pair the tasks both ran (a failed condition counts 0 and stays in): "
-        f"{bootstrap.RESAMPLES:,} bootstrap resamples (seed {bootstrap.SEED}), 95%. With few tasks they are coarse "
-        "and likely too narrow: rough ranges, not tests.",
+        "Intervals between models pair the tasks both ran (a failed condition counts 0 and stays in), 95%; "
+        f"{bootstrap.describe()}. With few tasks they are coarse and likely too narrow: rough ranges, not tests.",
         "Cost: the money of the live calls its condition runs logged (cost_usd); n/a when no price was configured "
         "(a replayed call costs nothing).",
         *(
@@ -245,7 +259,7 @@ def _intervals(models, scores, labels, measured) -> Table:
             for cohort in COHORTS:
                 for arm in labels:
                     sa, sb = scores.get((a, arm, cohort, key)), scores.get((b, arm, cohort, key))
-                    iv = bootstrap.paired(sa, sb) if sa and sb else None
+                    iv = bootstrap.hierarchical(sa, sb) if sa and sb else None
                     if iv is None:
                         continue
                     rows.append(
