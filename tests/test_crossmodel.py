@@ -54,14 +54,16 @@ def compaction(tmp_path_factory):
         run_cli(
             [
                 "-m",
-                "method=full,S",
+                "method=full,S,none",  # none: the closed-book control beside Full
                 "topn=1",
+                "endpoint.price.input_per_mtok=2.0",
+                "endpoint.price.output_per_mtok=8.0",
                 "model=openai",
                 f"model.name={','.join(MODELS)}",
                 f"endpoint.base_url={url}",
                 "model.platform=scripted-test-server",
                 "model.generations=1",
-                "model.answers_per_context=1",
+                "model.answers_per_context=2",  # answers within a generation: the bootstrap's lowest level
                 f"endpoint.recordings={store / 'recordings'}",
                 "task=[backup,payment]",  # payment is primary, backup control
             ],
@@ -78,7 +80,7 @@ def _export(store: Path, out: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_one_sweep_runs_each_models_conditions(compaction):
     _, _, read = compaction
-    assert read == {"ctx-model": 4, "empty-model": 4}  # 2 arms x 2 tasks, one answer each
+    assert read == {"ctx-model": 12, "empty-model": 12}  # 3 arms x 2 tasks, two answers each
 
 
 def test_one_export_of_the_sweep_puts_the_models_side_by_side(compaction, tmp_path):
@@ -92,14 +94,16 @@ def test_one_export_of_the_sweep_puts_the_models_side_by_side(compaction, tmp_pa
     record = json.loads(next(tmp_path.glob("compaction-cross-model-ctx-model+empty-model-*.json")).read_text())
     rows = record["tables"]["arms_by_model"]["rows"]
     cells = {(r["cohort"], r["arm"], r["model"]): r for r in rows}
-    assert set(cells) == {(c, a, m) for c in ("primary", "control") for a in ("Full", "S top1") for m in MODELS}
+    arms = ("Full", "none", "S top1")
+    assert set(cells) == {(c, a, m) for c in ("primary", "control") for a in arms for m in MODELS}
     for cohort in ("primary", "control"):
         full = cells[cohort, "Full", "ctx-model"]
         assert full["fact_accuracy"] > 0 and full["retention"] == 1.0
-        assert all(cells[cohort, a, "empty-model"]["fact_accuracy"] == 0.0 for a in ("Full", "S top1"))
+        assert all(cells[cohort, a, "empty-model"]["fact_accuracy"] == 0.0 for a in arms)
+        assert cells[cohort, "none", "ctx-model"]["fact_accuracy"] < full["fact_accuracy"]  # no evidence, fewer facts
         assert cells[cohort, "Full", "empty-model"]["retention"] == 1.0  # the same evidence, no answer
-        assert all(cells[cohort, a, m]["api_input_tokens"] > 0 for a in ("Full", "S top1") for m in MODELS)
-        assert all(cells[cohort, a, m]["cost_usd"] is None for a in ("Full", "S top1") for m in MODELS)  # no price
+        assert all(cells[cohort, a, m]["api_input_tokens"] > 0 for a in arms for m in MODELS)
+        assert all(cells[cohort, a, m]["cost_usd"] > 0 for a in arms for m in MODELS)  # priced: every arm paid
     order = [(r["cohort"], r["arm"], r["model"]) for r in rows]
     assert order[:2] == [("primary", "Full", "ctx-model"), ("primary", "Full", "empty-model")]  # side by side
     wide = record["tables"]["fact_accuracy_by_model"]["rows"]
@@ -108,9 +112,7 @@ def test_one_export_of_the_sweep_puts_the_models_side_by_side(compaction, tmp_pa
         ("control", "Full"): (True, 0.0),
     }
     intervals = [r for r in record["tables"]["model_intervals"]["rows"] if r["metric"] == "fact_accuracy"]
-    assert {(r["cohort"], r["arm"]) for r in intervals} == {
-        (c, a) for c in ("primary", "control") for a in ("Full", "S top1")
-    }
+    assert {(r["cohort"], r["arm"]) for r in intervals} == {(c, a) for c in ("primary", "control") for a in arms}
     full = next(r for r in intervals if r["cohort"] == "control" and r["arm"] == "Full")
     assert (full["a"], full["b"], full["n_tasks"]) == ("ctx-model", "empty-model", 1)
     assert (
@@ -118,6 +120,7 @@ def test_one_export_of_the_sweep_puts_the_models_side_by_side(compaction, tmp_pa
         and full["ci_low"] <= full["diff"] <= full["ci_high"]
     )
     md = next(tmp_path.glob("*.md")).read_text()
+    assert "hierarchical bootstrap over tasks, generations within a task, answers within a generation" in md
     assert "| primary | Full | ctx-model | 1 |" in md and "| primary | Full | empty-model | 1 | 0.000 |" in md
 
 

@@ -118,7 +118,7 @@ def test_help_is_washexps_own(store):
     out = run_cli(["--help"], store)
     assert "powered by Hydra" not in out.stdout and "local_schema" not in out.stdout
     assert "topn=0..5 is 0,1,2,3,4,5" in out.stdout
-    assert re.search(r"^  method .*\n\s+full \| H \| plugin \| S$", out.stdout, re.M)
+    assert re.search(r"^  method .*\n\s+full \| H \| none \| plugin \| S$", out.stdout, re.M)
     assert "python run.py -m method=S,H topn=0..5" in out.stdout
 
 

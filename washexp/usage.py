@@ -11,7 +11,7 @@ from washexp.config import SHORT_KEYS
 
 GROUPS = {
     "benchmark": "which family: the compaction study or the wash benchmark",
-    "method": "compaction: how a trajectory is compacted (Full, S, H, your own)",
+    "method": "compaction: how a trajectory is compacted (Full, S, H, none: closed book, your own)",
     "model": "who plays the roles: offline reference, a served model, a local GGUF",
     "measurement": "wash: ceiling, infinity-loop fact-loss, sawtooth vs bloat",
     "washer": "wash: what proposes the cuts",
