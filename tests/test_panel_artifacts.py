@@ -72,7 +72,12 @@ def test_same_metrics_and_artifacts_made_now_or_replayed(both):
     for name, (metrics, hashes) in separate.items():
         assert without_calls(multirun[name][0]) == without_calls(metrics), name  # calls: live there, replayed here
         assert metrics["calls_live"] == 0.0 and metrics["calls_replayed"] > 0, name
-        assert multirun[name][1] == hashes, name
+        # grade_traces.json names each trace's id in its own store (tracking, like a run id): it
+        # differs by design; every result artifact, grades.json included, must not
+        live_hashes = {k: v for k, v in multirun[name][1].items() if k != "grade_traces.json"}
+        assert "grades.json" in hashes and live_hashes == {
+            k: v for k, v in hashes.items() if k != "grade_traces.json"
+        }, name
 
 
 def test_a_request_artifact_is_its_recording_byte_for_byte(both):

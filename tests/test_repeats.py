@@ -80,11 +80,11 @@ class ClosedBookScript(Script):
     """The scripted reader, except that a context with no evidence (system, task, follow-up) gets
     only the task's first field right: what a reader may know without the evidence."""
 
-    def reply(self, kind, task, messages, temperature=0.0):
+    def reply(self, kind, task, messages, temperature=0.0, model=""):
         if kind == "read" and task and len(messages) == 3:
             first = next(iter(task.expected))
             return json.dumps({"facts": {first: task.expected[first]}})
-        return super().reply(kind, task, messages, temperature)
+        return super().reply(kind, task, messages, temperature, model)
 
 
 TASKS = ("backup", "payment")

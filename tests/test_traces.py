@@ -107,7 +107,7 @@ def test_a_grade_names_the_trace_of_the_answer_it_graded(sweeps):
     client, exp, runs = _conditions(stores["live"])
     mlflow.set_tracking_uri(f"sqlite:///{stores['live'] / 'mlflow.db'}")
     for run in runs:
-        grades = client.load_table(exp, "grades.json", run_ids=[run.info.run_id])
+        grades = client.load_table(exp, "grade_traces.json", run_ids=[run.info.run_id])
         assert grades["trace_id"].notna().all()
         own = {t.info.trace_id for t in _traces(stores["live"], exp, run.info.run_id)}
         for (g, a), tid in grades.groupby(["generation", "answer"])["trace_id"].first().items():
@@ -133,8 +133,7 @@ def test_traces_off_writes_none_and_keeps_every_identity(sweeps):
     stores, *_ = sweeps
     client, exp, runs = _conditions(stores["off"])
     assert runs and _traces(stores["off"], exp) == []
-    grades = client.load_table(exp, "grades.json", run_ids=[runs[0].info.run_id])
-    assert "trace_id" not in grades.columns
+    assert "grade_traces.json" not in {a.path for a in client.list_artifacts(runs[0].info.run_id)}
     _, _, live = _conditions(stores["live"])
     hashes = {r.data.tags["washexp.hash"] for r in runs}
     assert hashes == {r.data.tags["washexp.hash"] for r in live}
