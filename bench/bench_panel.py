@@ -33,6 +33,27 @@ sys.path.insert(0, str(ROOT))
 from tests.openai_server import Script, serve  # noqa: E402
 
 
+def panel_command(root: Path, url: str, folder: Path, concurrency: int) -> list[str]:
+    """The 13-arm panel's run.py command (Full, S and H at Top 0..5, 14 tasks, 3 x 2) against ``url``;
+    tracking options are the caller's."""
+    return [
+        sys.executable,
+        str(root / "run.py"),
+        "-m",
+        "method=full,S,H",
+        "topn=0..5",
+        "model=openai",
+        f"endpoint.base_url={url}",
+        "model.name=qwen3.8-max",
+        "model.platform=scripted-test-server",
+        f"endpoint.recordings={folder / 'rec'}",
+        f"endpoint.max_concurrency={concurrency}",
+        "model.generations=3",
+        "model.answers_per_context=2",
+        "task=all",
+    ]
+
+
 def run_panel(latency: float, concurrency: int, tracking: bool, root: Path = ROOT) -> dict:
     """One panel run in a fresh process against a fresh server and recordings folder; ``root``:
     the checkout whose ``run.py`` runs (another one's: a before/after pair)."""
@@ -45,20 +66,7 @@ def run_panel(latency: float, concurrency: int, tracking: bool, root: Path = ROO
             else ["tracking=off"]
         )
         command = [
-            sys.executable,
-            str(root / "run.py"),
-            "-m",
-            "method=full,S,H",
-            "topn=0..5",
-            "model=openai",
-            f"endpoint.base_url={url}",
-            "model.name=qwen3.8-max",
-            "model.platform=scripted-test-server",
-            f"endpoint.recordings={folder / 'rec'}",
-            f"endpoint.max_concurrency={concurrency}",
-            "model.generations=3",
-            "model.answers_per_context=2",
-            "task=all",
+            *panel_command(root, url, folder, concurrency),
             *track,
             f"hydra.sweep.dir={folder / 'multirun'}",
         ]

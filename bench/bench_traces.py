@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_panel import panel_command  # noqa: E402
 from tests.openai_server import Script, serve  # noqa: E402
 
 
@@ -62,20 +63,7 @@ def run_panel(latency: float, concurrency: int, traces: bool, keep: Path | None 
     with tempfile.TemporaryDirectory() as tmp, serve(script) as url:
         folder = Path(tmp)
         command = [
-            sys.executable,
-            str(ROOT / "run.py"),
-            "-m",
-            "method=full,S,H",
-            "topn=0..5",
-            "model=openai",
-            f"endpoint.base_url={url}",
-            "model.name=qwen3.8-max",
-            "model.platform=scripted-test-server",
-            f"endpoint.recordings={folder / 'rec'}",
-            f"endpoint.max_concurrency={concurrency}",
-            "model.generations=3",
-            "model.answers_per_context=2",
-            "task=all",
+            *panel_command(ROOT, url, folder, concurrency),
             f"tracking.uri=sqlite:///{folder / 'mlflow.db'}",
             f"tracking.artifacts={folder / 'mlruns'}",
             f"tracking.traces={'true' if traces else 'false'}",
