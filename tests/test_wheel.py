@@ -55,7 +55,8 @@ def wheel(tmp_path_factory) -> Path:
     """``pip wheel`` of a copy of the source (setuptools writes build/ beside what it builds)."""
     work = tmp_path_factory.mktemp("wheel")
     src = work / "src"
-    shutil.copytree(ROOT / "washexp", src / "washexp", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("washexp", "hydra_plugins"):
+        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     subprocess.run(
@@ -69,8 +70,9 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_the_wheel_holds_every_file_of_the_package(wheel):
     with zipfile.ZipFile(wheel) as z:
-        held = {n for n in z.namelist() if n.startswith("washexp/")}
-    wanted = _package_files(ROOT / "washexp")
+        held = {n for n in z.namelist() if n.startswith(("washexp/", "hydra_plugins/"))}
+    wanted = _package_files(ROOT / "washexp") | _package_files(ROOT / "hydra_plugins")  # the sweeper
+    assert "hydra_plugins/washexp_sweeper/__init__.py" in wanted
     assert {"washexp/wash/prompts/outsider.txt", "washexp/compaction/prompts/jev.txt"} <= wanted
     assert sorted(wanted - held) == []
 
