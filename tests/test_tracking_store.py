@@ -1,9 +1,11 @@
 """What a run puts in the store is what MLflow's own client calls put there.
 
 The writer stores a run's files in one folder write, a table as the file and tag
-``MlflowClient.log_table`` would write, and (in a SQL store) its rows through MLflow's own ORM in
-one transaction per step. These tests write the same run both ways into one real SQLite store and
-compare everything a reader sees: run name, status, lifecycle, user, times, artifact location,
+``MlflowClient.log_table`` would write, and (in a SQL store) its rows in one transaction per step:
+in a SQLite store at the installed MLflow's schema with ``sqlite3`` (``LiteRuns``), else through
+MLflow's own ORM (``SqlRuns``). These tests write the same run both ways into one real store, each
+of SQLite by ``sqlite3``, SQLite by the ORM and PostgreSQL by the ORM, and compare everything a
+reader sees: run name, status, lifecycle, user, times, artifact location,
 params, metrics with their steps, tags, artifact paths and their sha256, the tables through
 ``mlflow.load_table``, what a search filter finds, and what the runner's lookup finds.
 """
@@ -23,7 +25,8 @@ from mlflow.tracking import MlflowClient
 
 from tests.postgres import postgres_cluster
 from washexp.tracking import open_tracker
-from washexp.tracking.sqlstore import StoredRun
+from washexp.tracking.literuns import LiteRuns
+from washexp.tracking.sqlstore import SqlRuns, StoredRun
 from washexp.tracking.writer import HASH_TAG, OWNER_TAG, PARENT_TAG, Found, _find_early, table_json
 
 PARAMS = {"model": "reference", "topn": 2, "roles": {"read": "reference", "jev": None}}
@@ -88,21 +91,39 @@ def _seen(client: MlflowClient, run_id: str) -> dict:
     }
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+ORM = "sqlite, through MLflow's ORM"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "sqlite-orm", "postgresql"])
 def database(request):
-    """The SQL stores MLflow's ORM writes: SQLite (the default) and PostgreSQL, one cluster for
-    the module (skipped, with the reason, where the machine has none)."""
+    """The SQL stores: SQLite (the default) written by ``sqlite3`` and by MLflow's ORM, and
+    PostgreSQL, one cluster for the module (skipped, with the reason, where the machine has none)."""
     if request.param == "sqlite":
         yield None
+    elif request.param == "sqlite-orm":
+        yield ORM
     else:
         with postgres_cluster() as uri:
             yield uri
 
 
+@pytest.fixture(autouse=True)
+def _orm_only(request, monkeypatch):
+    """For the ORM variant: no store is written by ``sqlite3``."""
+    if "database" in request.fixturenames and request.getfixturevalue("database") == ORM:
+        monkeypatch.setattr(LiteRuns, "of", classmethod(lambda cls, *args: None))
+
+
 def _open(database: str | None, tmp_path: Path, artifacts: str | None = None):
     """A tracker on ``database`` (None: a SQLite file in ``tmp_path``), in an experiment of its own."""
-    uri = database or f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}" if database in (None, ORM) else database
     return open_tracker(True, uri, artifacts, f"t-{tmp_path.name}", tmp_path)
+
+
+def _writes_by(tracker, database) -> None:
+    """The store is written the way the variant says (so no variant passes on another's path)."""
+    tracker.wait_set_up()
+    assert isinstance(tracker._set_up.sql, LiteRuns if database is None else SqlRuns)
 
 
 @pytest.fixture(params=["opened at once", "opened once set up"])
@@ -115,6 +136,7 @@ def stored(tmp_path, database, request):
     with tracker.open("S top2 · backup", "new", PARAMS, TAGS) as run:
         run.finish(METRICS, ARTIFACTS, MANIFEST, tables=TABLES, series=SERIES)
     tracker.close()  # the writer thread has stored it
+    _writes_by(tracker, database)
     old = _old_path(tracker.client, tracker.experiment_id, run.run_id)
     return tracker, run.run_id, old
 
@@ -151,10 +173,11 @@ def test_the_runners_lookup_finds_the_same_in_sql_as_through_the_client(tmp_path
             older.finish({"retention": 0.5}, {})
         time.sleep(0.01)  # start times are in ms: the newest FINISHED run is the one reused
         with tracker.open("redone", "h", PARAMS, TAGS, parent_id=parent.run_id) as run:
-            run.finish({**METRICS, "nan": float("nan")}, {}, series=SERIES)
+            run.finish({**METRICS, "nan": float("nan"), "inf": float("inf"), "-inf": -float("inf")}, {}, series=SERIES)
         running = tracker.open("again", "h", PARAMS, TAGS)
         parent.finish({}, {})
     tracker.close()
+    _writes_by(tracker, database)
     sql, orm = tracker.find("h"), tracker._set_up.sql
     tracker._set_up = tracker._set_up._replace(sql=None)  # the path a tracking server takes
     client = tracker.find("h")
@@ -164,11 +187,13 @@ def test_the_runners_lookup_finds_the_same_in_sql_as_through_the_client(tmp_path
     assert [r.run_id for r in sql.running] == [running.run_id] and sql.running[0].owner
     if database is None:  # a SQLite store's file, read as the store is being set up: one answer
         early = _find_early(tmp_path / "mlflow.db", f"t-{tmp_path.name}", "h", (PARENT_TAG, OWNER_TAG), fresh=False)
-        assert repr([StoredRun(*r) for r in early]) == repr(orm.find(HASH_TAG, "h", (PARENT_TAG, OWNER_TAG)))
+        assert repr([StoredRun(*r) for r in early]) == repr(
+            [StoredRun(*r) for r in orm.find(HASH_TAG, "h", (PARENT_TAG, OWNER_TAG))]
+        )
         assert len(early) == 3 and _find_early(tmp_path / "mlflow.db", f"t-{tmp_path.name}", "none", (), False) == []
 
 
-def test_a_store_being_set_up_answers_lookups_and_takes_runs_without_waiting(tmp_path):
+def test_a_store_being_set_up_answers_lookups_and_takes_runs_without_waiting(tmp_path, monkeypatch):
     """While the store is set up (here held up by its lock, as another process opening it would),
     a lookup reads the SQLite file and a run opens at once: the sweep's first model calls never
     wait on MLflow. The run is stored under the id and start it was opened with, once set up."""
@@ -179,6 +204,7 @@ def test_a_store_being_set_up_answers_lookups_and_takes_runs_without_waiting(tmp
     with first.open("done", "h", PARAMS, TAGS) as done:
         done.finish(METRICS, ARTIFACTS)
     first.close()
+    monkeypatch.setattr(LiteRuns, "of", classmethod(lambda cls, *args: None))  # a store MLflow must set up
     with FileLock(str(tmp_path / "mlflow.db.washexp.lock")):
         tracker = open_tracker(True, uri, None, f"t-{tmp_path.name}", tmp_path)
         found, fresh = tracker.find("h"), tracker.find("new")

@@ -39,7 +39,8 @@ class PrepareStore(Callback):
         if not t.enabled or unanswered(t.uri):  # a tracking server that does not answer: the job says so
             return
         try:
-            open_tracker(True, t.uri, t.artifacts, t.experiment or config.benchmark.name, project_root(config))
+            # closed: its set-up (a thread of its own) has ended before any job starts
+            open_tracker(True, t.uri, t.artifacts, t.experiment or config.benchmark.name, project_root(config)).close()
         except WashexpError:  # an empty, damaged or read-only store: each job says so in its one line
             return
         except Exception as err:  # the jobs open it themselves and report the failure as they always do

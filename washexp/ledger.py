@@ -86,9 +86,9 @@ def shown(uri: str) -> str:
 
 def recorded_under(uri: str, experiment: str, sweep: str) -> bool:
     """Whether any run in the store carries this sweep's id."""
-    from washexp.tracking.reader import has_runs
+    from washexp.tracking.reader import has_run_tagged
 
-    return has_runs(uri, experiment, f"tags.sweep = '{sweep}'")
+    return has_run_tagged(uri, experiment, "sweep", sweep)
 
 
 def browse(uri: str | None, benchmark: str, experiment: str, root: Path) -> str:

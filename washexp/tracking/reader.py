@@ -48,16 +48,23 @@ def search(uri: str, experiment: str, filter_string: str = ""):
         return mlflow.search_runs([exp_id], filter_string=filter_string, output_format="pandas", max_results=100_000)
 
 
-def has_runs(uri: str, experiment: str, filter_string: str) -> bool:
-    """Whether any live run of ``experiment`` matches ``filter_string``: one run asked for, no
-    table built (:func:`search` of a 180-run sweep built a DataFrame of every run to say yes)."""
+def has_run_tagged(uri: str, experiment: str, tag: str, value: str) -> bool:
+    """Whether any live run of ``experiment`` has tag ``tag`` = ``value``: one run asked for, no
+    table built (a SQLite store at the installed MLflow's schema is read without MLflow)."""
+    from washexp.tracking.literuns import LiteRuns
+    from washexp.tracking.sqlite import store_path
+
+    db = store_path(uri)
+    lite = LiteRuns.of(db, experiment) if db is not None else None
+    if lite is not None:
+        return lite.has_tagged(tag, value)
     from mlflow.tracking import MlflowClient
 
     exp_id = experiment_id(uri, experiment)
     if exp_id is None:
         return False
     with quiet_mlflow():
-        return bool(MlflowClient(uri).search_runs([exp_id], filter_string=filter_string, max_results=1))
+        return bool(MlflowClient(uri).search_runs([exp_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=1))
 
 
 def load_table(uri: str, artifact_file: str, run_ids: list[str]):

@@ -109,12 +109,22 @@ class SqlRuns:
         return run_id, artifact_uri
 
     def complete(
-        self, run_id: str, params: list[Param], metrics: list[Metric], tags: list[RunTag], status: str, end_time: int
+        self,
+        run_id: str,
+        params: dict[str, str],
+        metrics: list[tuple[str, float, int, int]],
+        tags: dict[str, str],
+        status: str,
+        end_time: int,
     ) -> None:
         """Everything a finished run holds and its end (ms), in one transaction: a run written from
-        nothing, so every param and metric row is new (a tag set at creation is overwritten, as a
-        batch would)."""
-        metrics, params, tags = _validate_batch_log_data(metrics, params, tags)
+        nothing, so every param and metric ``(key, value, timestamp ms, step)`` row is new (a tag
+        set at creation is overwritten, as a batch would)."""
+        metrics, params, tags = _validate_batch_log_data(
+            [Metric(*m) for m in metrics],
+            [Param(k, v) for k, v in params.items()],
+            [RunTag(k, v) for k, v in tags.items()],
+        )
         rows, latest = [], {}
         for m in dict.fromkeys(metrics):  # a repeated metric is stored once, as MLflow does
             is_nan, value = self._store.sanitize_metric_value(m.value)
@@ -140,6 +150,12 @@ class SqlRuns:
             if tagged:
                 session.execute(insert(SqlTag), [{"run_uuid": run_id, "key": k, "value": v} for k, v in tagged.items()])
             session.execute(update(SqlRun).where(SqlRun.run_uuid == run_id).values(status=status, end_time=end_time))
+
+    def kill(self, run_id: str, tags: dict[str, str]) -> None:
+        """End a run KILLED now with ``tags``, as ``set_tag`` and ``set_terminated`` would."""
+        for key, value in tags.items():
+            self._store.set_tag(run_id, RunTag(key, value))
+        self._store.update_run_info(run_id, RunStatus.KILLED, _now(), None)
 
 
 def _now() -> int:

@@ -319,9 +319,9 @@ class TraceStore:
             return found
 
     def _open(self) -> None:
-        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+        self._client, self._experiment_id = self._connect()  # waits for the store's set-up, which imports MLflow:
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore  # importing it beside that races
 
-        self._client, self._experiment_id = self._connect()
         store = self._client._tracking_client.store
         self._sql = store if isinstance(store, SqlAlchemyStore) else None  # None: a tracking server
 

@@ -47,7 +47,17 @@ def view_state(family: str) -> dict:
 
 def save_view(uri: str, experiment: str, family: str) -> str | None:
     """Save the view on ``experiment`` (replacing washexp's earlier one); its id, or None if the
-    store has no such experiment."""
+    store has no such experiment. A SQLite store at the installed MLflow's schema is written
+    without MLflow (:mod:`~washexp.tracking.literuns`)."""
+    from washexp.tracking.literuns import LiteRuns
+    from washexp.tracking.sqlite import store_path
+
+    key, value = f"mlflow.sharedViewState.{VIEW_KEY}", json.dumps(view_state(family), separators=(",", ":"))
+    db = store_path(uri)
+    lite = LiteRuns.of(db, experiment) if db is not None else None
+    if lite is not None:
+        lite.set_experiment_tag(key, value)
+        return lite.experiment_id
     from mlflow.tracking import MlflowClient
 
     from washexp.tracking.reader import quiet_mlflow
@@ -57,9 +67,8 @@ def save_view(uri: str, experiment: str, family: str) -> str | None:
         found = client.get_experiment_by_name(experiment)
         if found is None:
             return None
-        value = json.dumps(view_state(family), separators=(",", ":"))
-        if found.tags.get(f"mlflow.sharedViewState.{VIEW_KEY}") != value:
-            client.set_experiment_tag(found.experiment_id, f"mlflow.sharedViewState.{VIEW_KEY}", value)
+        if found.tags.get(key) != value:
+            client.set_experiment_tag(found.experiment_id, key, value)
     return found.experiment_id
 
 

@@ -37,6 +37,7 @@ import queue
 import signal
 import socket
 import sqlite3
+import sys
 import tempfile
 import threading
 import time
@@ -51,6 +52,7 @@ from typing import Any, NamedTuple
 from washexp.errors import WashexpError
 from washexp.hashing import canonical_json, sha256_bytes, tree_digest
 from washexp.masking import mask, mask_bytes, secret_values
+from washexp.tracking.literuns import LiteRuns, local_artifact_dir, select_runs
 from washexp.tracking.sqlite import check_store, store_path, write_ahead_log
 from washexp.tracking.traces import ModelCall, TraceStore
 
@@ -77,10 +79,7 @@ class StoreError(WashexpError):
 def _store_failure(uri: str, err: BaseException) -> StoreError | None:
     """``err`` as a :class:`StoreError` when the store (the database or the artifact folder) raised
     it; None for anything else, which is a bug and stays itself."""
-    from mlflow.exceptions import MlflowException
-    from sqlalchemy.exc import SQLAlchemyError
-
-    if not isinstance(err, SQLAlchemyError | MlflowException | OSError | sqlite3.Error):
+    if not isinstance(err, (OSError, sqlite3.Error, *_loaded_store_errors())):
         return None
     root = err
     while root.__cause__ is not None or root.__context__ is not None:
@@ -88,6 +87,16 @@ def _store_failure(uri: str, err: BaseException) -> StoreError | None:
     text = str(root).strip()
     reason = getattr(root, "strerror", None) or (text.splitlines()[0] if text else type(root).__name__)
     return StoreError(f"{uri}: the tracking store failed mid-run ({reason})")
+
+
+def _loaded_store_errors() -> tuple[type, ...]:
+    """MLflow's and SQLAlchemy's error classes, where imported: an error of a class never imported
+    was never raised, and importing them here could race the store's set-up importing MLflow."""
+    found = (
+        getattr(sys.modules.get(module), name, None)
+        for module, name in (("mlflow.exceptions", "MlflowException"), ("sqlalchemy.exc", "SQLAlchemyError"))
+    )
+    return tuple(kind for kind in found if isinstance(kind, type))
 
 
 @contextmanager
@@ -273,10 +282,9 @@ class _Writer:
 
 
 class _Store(NamedTuple):
-    """The store once it is set up: MLflow's client, the experiment, its SQL runs (None for a
-    tracking server)."""
+    """The store once it is set up: the experiment and its SQL runs (``LiteRuns`` or ``SqlRuns``;
+    None for a tracking server)."""
 
-    client: Any
     experiment_id: str
     sql: Any
 
@@ -306,10 +314,17 @@ class Tracker:
         self._store_lock = _lock_path(uri, lock_dir)
         self._set_up: _Store | None = None
         self._set_up_error: BaseException | None = None
-        self._setting_up = threading.Thread(
-            target=self._set_up_store, args=(artifact_root,), name="washexp-tracking-setup", daemon=True
-        )
-        self._setting_up.start()
+        self._client = None  # MLflow's, made on first ask (LiteRuns needs none)
+        self._client_lock = threading.Lock()  # one thread imports MLflow: two at once can deadlock
+        self._setting_up: threading.Thread | None = None
+        lite = LiteRuns.of(self._db, experiment) if self._db is not None else None
+        if lite is not None:  # a store as the installed MLflow makes it, with the experiment: nothing to set up
+            self._set_up = _Store(lite.experiment_id, lite)
+        else:
+            self._setting_up = threading.Thread(
+                target=self._set_up_store, args=(artifact_root,), name="washexp-tracking-setup", daemon=True
+            )
+            self._setting_up.start()
         self.traces = TraceStore(lambda: (self.client, self.experiment_id))  # asked at its first write
         atexit.register(self.close)
 
@@ -337,13 +352,15 @@ class Tracker:
                             self._experiment, artifact_location=artifact_root.as_uri() if artifact_root else None
                         )
                     )
-                self._set_up = _Store(client, experiment_id, SqlRuns.of(client, experiment_id))
+                lite = LiteRuns.of(self._db, self._experiment) if self._db is not None else None
+                self._client = client
+                self._set_up = _Store(experiment_id, lite or SqlRuns.of(client, experiment_id))
         except BaseException as err:  # raised on the calling thread at its next tracking call
             self._set_up_error = err
 
     def _store(self) -> _Store:
         """The store, once its set-up has ended (waited for); its failure raised again."""
-        if self._set_up is None:
+        if self._set_up is None and self._setting_up is not None:
             self._setting_up.join()
             if self._set_up_error is not None:
                 raise self._set_up_error
@@ -357,11 +374,19 @@ class Tracker:
     @property
     def ready(self) -> bool:
         """The store is set up (or its set-up failed): asking for it waits no more."""
-        return not self._setting_up.is_alive()
+        return self._setting_up is None or not self._setting_up.is_alive()
 
     @property
     def client(self):
-        return self._store().client
+        """MLflow's client on the store (MLflow imported on the first ask, once set up)."""
+        self._store()
+        with self._client_lock:
+            if self._client is None:
+                from mlflow.tracking import MlflowClient
+
+                write_ahead_log()  # before MLflow's first connection to the store
+                self._client = MlflowClient(self.uri)
+            return self._client
 
     @property
     def experiment_id(self) -> str:
@@ -485,6 +510,9 @@ class Tracker:
     def mark_killed(self, run: FoundRun, reason: str) -> None:
         """End a run whose process is gone: KILLED, never RUNNING forever."""
         with self._guard():
+            if self._sql:
+                self._sql.kill(run.run_id, {ERROR_TAG: mask(reason)})
+                return
             self.client.set_tag(run.run_id, ERROR_TAG, mask(reason))
             self.client.set_terminated(run.run_id, "KILLED")
 
@@ -501,16 +529,19 @@ class Tracker:
         """Params, metrics (and step series), tags and the status: one transaction in a SQL
         store, batches of at most 100 and the status through a tracking server's API. ``ended``:
         when the run was closed (ms), not when the writer thread got to it."""
+        secrets = secret_values() if secrets is None else secrets  # read once for the whole run
+        params = {k: mask(_param_value(v), secrets) for k, v in run.params.items()}
+        points = [(k, float(v), ended, 0) for k, v in metrics.items() if v is not None]
+        points += [(k, float(v), ended, i) for k, vs in run.series.items() for i, v in enumerate(vs, 1)]
+        tagged = {k: mask(str(v), secrets) for k, v in tags.items()}
+        if self._sql:
+            self._sql.complete(run.run_id, params, points, tagged, status, ended)
+            return
         from mlflow.entities import Metric, Param, RunTag
 
-        secrets = secret_values() if secrets is None else secrets  # read once for the whole run
-        ps = [Param(k, mask(_param_value(v), secrets)) for k, v in run.params.items()]
-        ms = [Metric(k, float(v), ended, 0) for k, v in metrics.items() if v is not None]
-        ms += [Metric(k, float(v), ended, i) for k, vs in run.series.items() for i, v in enumerate(vs, 1)]
-        ts = [RunTag(k, mask(str(v), secrets)) for k, v in tags.items()]
-        if self._sql:
-            self._sql.complete(run.run_id, ps, ms, ts, status, ended)
-            return
+        ps = [Param(k, v) for k, v in params.items()]
+        ms = [Metric(*point) for point in points]
+        ts = [RunTag(k, v) for k, v in tagged.items()]
         for i in range(0, max(len(ps), len(ms), len(ts)), _BATCH):
             self.client.log_batch(
                 run.run_id, metrics=ms[i : i + _BATCH], params=ps[i : i + _BATCH], tags=ts[i : i + _BATCH]
@@ -520,6 +551,10 @@ class Tracker:
     def _store_files(self, run: Run, files: dict[str, bytes]) -> None:
         """The run's artifacts, in one upload to the store its creation's URI names (a local
         folder is written in place: the files MLflow's copy from a temporary folder would leave)."""
+        local = local_artifact_dir(run.artifact_uri)
+        if local is not None:
+            _write_tree(local, files)
+            return
         from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
         from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 
@@ -623,34 +658,13 @@ def _find_early(db: Path, experiment: str, identity_hash: str, keys: tuple[str, 
         exp = con.execute("SELECT experiment_id FROM experiments WHERE name = ?", (experiment,)).fetchone()
         if exp is None:
             return []
-        rows = con.execute(
-            "SELECT runs.run_uuid, runs.status FROM runs JOIN tags ON tags.run_uuid = runs.run_uuid"
-            " WHERE tags.key = ? AND tags.value = ? AND runs.experiment_id = ? AND runs.lifecycle_stage = 'active'"
-            " ORDER BY runs.start_time DESC, runs.run_uuid LIMIT 50",
-            (HASH_TAG, identity_hash, exp[0]),
-        ).fetchall()
-        ids = [r[0] for r in rows]
-        metrics: dict[str, dict[str, float]] = {i: {} for i in ids}
-        tags: dict[str, dict[str, str]] = {i: {} for i in ids}
-        if ids:
-            marks = ",".join("?" * len(ids))
-            for run_id, key, value, is_nan in con.execute(
-                f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({marks})", ids
-            ):
-                metrics[run_id][key] = float("nan") if is_nan else float(value)
-            for run_id, key, value in con.execute(
-                f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN ({marks})"
-                f" AND key IN ({','.join('?' * len(keys))})",
-                [*ids, *keys],
-            ):
-                tags[run_id][key] = value
+        return select_runs(con, exp[0], HASH_TAG, identity_hash, keys)
     except sqlite3.OperationalError as err:  # no such table or column: a schema MLflow has not made whole yet
         return [] if fresh and str(err).startswith("no such ") else None
     except sqlite3.Error:
         return None
     finally:
         con.close()
-    return [(r[0], r[1], metrics[r[0]], tags[r[0]]) for r in rows]
 
 
 def _released(claim, write) -> None:
