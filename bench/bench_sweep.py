@@ -4,7 +4,9 @@
 
 Each sweep is one fresh `python run.py -m method=S,H topn=0..5` process (Hydra, 12 arms x 14
 tasks = 180 runs), so its figures include interpreter start-up and imports; the tracked sweep
-writes a new SQLite store in a temporary folder. Printed, as medians over the repeats:
+writes a new SQLite store in a temporary folder (``--store existing``: a store an untimed sweep of
+Full on one task made first, as a user's second sweep finds it). Printed, as medians over the
+repeats:
 
 - wall and process CPU (user + sys) of each sweep, and their tracked/untracked ratio;
 - logging per run: time inside the tracker's per-run calls (find, open, adopt, finish), wall and
@@ -25,6 +27,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -111,6 +114,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sweep", default=SWEEP, help=f"the run.py arguments (default: {SWEEP!r})")
     parser.add_argument("--before", type=Path, metavar="CHECKOUT", help="another checkout, run beside this one")
+    parser.add_argument(
+        "--store",
+        choices=("new", "existing"),
+        default="new",
+        help="the tracked sweep's store: a new file (default), or one an untimed sweep of Full on one "
+        "task made first (a user's second sweep)",
+    )
     args = parser.parse_args()
     sweep_args = args.sweep.split()
     codes = [("before", args.before.resolve()), ("after", ROOT)] if args.before else [("", ROOT)]
@@ -120,6 +130,9 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 store = Path(tmp)
                 on = [f"tracking.uri=sqlite:///{store / 'mlflow.db'}", f"tracking.artifacts={store / 'mlruns'}"]
+                if args.store == "existing":  # not timed: a store made, as a user's first sweep makes it
+                    sweep(on, store, ["-m", "method=full", "task=backup"], root)
+                    shutil.rmtree(store / "multirun")
                 rows[code][0].append(sweep(on, store, sweep_args, root))
                 rows[code][1].append(sweep(["tracking=off"], store, sweep_args, root))
     for code, (tracked, untracked) in rows.items():
@@ -130,7 +143,10 @@ def report(code: str, args, tracked: list[dict], untracked: list[dict]) -> None:
     if code:
         print(f"{code}:")
     runs = tracked[0]["runs"]
-    print(f"sweep: run.py {args.sweep}  ({runs} runs, n={args.repeat}, load average {os.getloadavg()[0]:.2f})")
+    print(
+        f"sweep: run.py {args.sweep}  ({runs} runs, {args.store} store, n={args.repeat},"
+        f" load average {os.getloadavg()[0]:.2f})"
+    )
     for name, rows in (("tracking on (SQLite + artifacts)", tracked), ("tracking off", untracked)):
         print(f"  {name:34s} wall {med(rows, 'wall_s'):6.2f} s   process CPU {med(rows, 'cpu_s'):6.2f} s")
     print(

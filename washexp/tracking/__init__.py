@@ -1,9 +1,11 @@
-"""The MLflow layer: the only package that imports mlflow.
+"""The MLflow layer: the only package that imports mlflow or writes its store.
 
 - :mod:`~washexp.tracking.writer`: runs as context managers (FINISHED, FAILED or KILLED, never
   left RUNNING by an exception), sha256 manifests, MLflow tables, a file lock on experiment creation;
-- :mod:`~washexp.tracking.sqlstore`: a SQL store's runs created, written and found through MLflow's
-  own ORM, one transaction each (what the client's calls write, in far fewer statements);
+- :mod:`~washexp.tracking.literuns`: a SQLite store at the installed MLflow's schema, its runs
+  written with ``sqlite3`` into MLflow's own tables (MLflow is then not imported at all);
+- :mod:`~washexp.tracking.sqlstore`: any other SQL store's runs created, written and found through
+  MLflow's own ORM, one transaction each (what the client's calls write, in far fewer statements);
 - :mod:`~washexp.tracking.reader`: plain lookups for the exporter and ``washexp ui``.
 
 The store is real: SQLite metadata at ``<project>/mlruns/mlflow.db`` with artifacts under

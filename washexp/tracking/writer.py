@@ -8,9 +8,10 @@ process. A process killed outright (SIGKILL) does leave one: every run carries i
 Every finished run carries a ``manifest.json`` of sha256 digests (its artifacts and tables, its
 fixture files, the source that produced it), mirrored as tags.
 
-In a SQL store (SQLite by default) a run is created, written and looked up through MLflow's own
-ORM, one transaction each (:mod:`~washexp.tracking.sqlstore`); through a tracking server, by the
-client's calls. Closing a run hands its write (artifacts, params, metrics, tags, the status) to
+In a SQL store a run is created, written and looked up in one transaction each: in a SQLite store
+at the installed MLflow's schema with ``sqlite3`` (:mod:`~washexp.tracking.literuns`, MLflow not
+imported), in any other through MLflow's own ORM (:mod:`~washexp.tracking.sqlstore`); through a
+tracking server, by the client's calls. Closing a run hands its write (artifacts, params, metrics, tags, the status) to
 one writer thread, so the next unit computes while the last one is stored. Runs are written in
 the order they closed (a few at most wait), and a run turns FINISHED only once all of it is
 stored. ``find`` waits for the writes if its own identity is among them (a sweep reuses what it
