@@ -6,11 +6,14 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from washexp.hashing import sha256_bytes
+from washexp.wash import apply as apply_module
 from washexp.wash.apply import (
     SNAPSHOT_DIR,
     TEMP_PREFIX,
@@ -364,6 +367,60 @@ def test_a_second_concurrent_apply_is_refused_not_blocked(tmp_path):
     with Transaction(memdir), pytest.raises(ApplyError, match="another apply holds"):
         recover(memdir)
 
+
+def test_a_subprocess_another_thread_starts_never_makes_the_lock_look_held(tmp_path):
+    """A forked child holds a copy of the lock until it execs: the lock just released in one round
+    looked held in the next (a wash round refused as 'another apply', seen in a ceiling run)."""
+    memdir = make_store(tmp_path / "store")
+    stop = threading.Event()
+
+    def spawn() -> None:
+        while not stop.is_set():
+            subprocess.run(["true"], check=True)
+
+    spawner = threading.Thread(target=spawn, daemon=True)
+    spawner.start()
+    refused = 0
+    try:
+        for _ in range(3000):
+            try:
+                with Transaction(memdir):
+                    pass
+            except ApplyError:
+                refused += 1
+    finally:
+        stop.set()
+        spawner.join()
+    assert refused == 0
+
+
+def test_a_lock_another_process_holds_is_refused_after_the_wait(tmp_path, monkeypatch):
+    memdir = make_store(tmp_path / "store")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(memdir)], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(apply_module, "LOCK_WAIT_S", 0.3)
+        t0 = time.monotonic()
+        with pytest.raises(ApplyError, match="another apply holds the store"):
+            Transaction(memdir).__enter__()
+        assert time.monotonic() - t0 >= 0.3
+    finally:
+        holder.communicate("")
+    with Transaction(memdir):  # released with the process: taken at once
+        pass
+
+
+HOLD = textwrap.dedent(
+    """
+    import fcntl, os, sys
+    fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    print("held", flush=True)
+    sys.stdin.read()
+    """
+)
 
 CRASH = textwrap.dedent(
     """

@@ -5,9 +5,11 @@ and the sha256 each touched file had when the change was made (``None``: the fil
 :class:`Transaction` applies one change, step by step (``on_step(name)`` is called before each
 one, so a test can fail any):
 
-1. ``lock``: ``flock`` on the store folder itself, without waiting (nothing is created for it);
-   a second transaction on the same store is refused with ``ApplyError``. A journal left by a
-   crashed apply is checked, then rolled back (:func:`recover`).
+1. ``lock``: ``flock`` on the store folder itself (nothing is created for it); a second
+   transaction on the same store is refused with ``ApplyError``: at once within this process, after
+   ``LOCK_WAIT_S`` when another process holds the lock (a child this process forks holds a copy of
+   its lock until the child execs, so a lock just released can look held for a moment). A journal
+   left by a crashed apply is checked, then rolled back (:func:`recover`).
 2. ``pinned``: refuse a change that writes or deletes a pinned ``*.md`` file (``washexp.wash.pins``).
 3. ``external-writer``: abort if any top-level ``*.md`` file differs from ``seen`` (its sha256 when
    the plan was made), appeared or vanished, or a touched file differs from the change's base.
@@ -45,6 +47,8 @@ import shutil
 import signal
 import stat
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +66,10 @@ TEMP_PREFIX = ".washexp-tmp-"  # never ends in .md: a leftover temp file is not 
 WAL_VERSION = 2
 LEGACY_LOCK = ".washexp.lock"
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
+LOCK_WAIT_S = 2.0
+"""How long a lock held outside this process is waited for before the apply is refused."""
+_HELD: set[tuple[int, int]] = set()  # (device, inode) of the store folders this process holds
+_HELD_GUARD = threading.Lock()
 
 __all__ = ["ApplyError", "Change", "Terminated", "Transaction", "UnsafeStore", "apply_plan", "is_pinned"]
 
@@ -330,6 +338,19 @@ def _clear(store: Path) -> None:
 # ------------------------------------------------------------------------- the transaction
 
 
+def _flock_within(fd: int, seconds: float) -> bool:
+    """Lock ``fd`` exclusively, trying again for ``seconds`` while another holds it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
+
+
 class Transaction:
     """The store folder locked for one or more changes: ``with Transaction(store) as tx: tx.apply(...)``.
 
@@ -338,15 +359,22 @@ class Transaction:
     def __init__(self, store: str | Path):
         self.store = Path(store)
         self._fd: int | None = None
+        self._key = (0, 0)
 
     def __enter__(self) -> Transaction:
         fd = os.open(self.store, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        info = os.fstat(fd)
+        key = (info.st_dev, info.st_ino)
+        with _HELD_GUARD:
+            held = key in _HELD
+            _HELD.add(key)
+        if held or not _flock_within(fd, LOCK_WAIT_S):
             os.close(fd)
-            raise ApplyError(f"{self.store}: another apply holds the store; refusing to run concurrently") from None
-        self._fd = fd
+            if not held:
+                with _HELD_GUARD:
+                    _HELD.discard(key)
+            raise ApplyError(f"{self.store}: another apply holds the store; refusing to run concurrently")
+        self._fd, self._key = fd, key
         try:
             self.recovered = self._recover()
         except BaseException:
@@ -358,6 +386,8 @@ class Transaction:
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor releases the flock
             self._fd = None
+            with _HELD_GUARD:
+                _HELD.discard(self._key)
 
     def _recover(self) -> bool:
         journal = check_journal(self.store)
