@@ -218,3 +218,42 @@ def test_a_store_of_full_arms_alone_exports(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert list((tmp_path / "results").glob("compaction-reference-*.json"))
+
+
+def test_the_same_record_again_writes_nothing(study, tmp_path):
+    store = study[0]
+    first = export(store, tmp_path).stdout.split()
+    stamps = {p: Path(p).stat().st_mtime_ns for p in first}
+    again = export(store, tmp_path)
+    assert again.stdout.split() == first and again.stderr == ""
+    assert {p: Path(p).stat().st_mtime_ns for p in first} == stamps  # not even rewritten
+    assert len(list(tmp_path.iterdir())) == 4
+
+
+def test_a_name_holding_another_record_is_kept_and_this_one_is_written_beside_it(study, tmp_path):
+    """The trap: a fresh export of the same day replaced a committed record of other runs."""
+    store = study[0]
+    paths = [Path(p) for p in export(store, tmp_path).stdout.split()]
+    md = next(p for p in paths if p.suffix == ".md")
+    made = md.read_bytes()
+    md.write_bytes(made + b"another record's line\n")
+    theirs = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    proc = export(store, tmp_path)
+    ours = [Path(p) for p in proc.stdout.split()]
+    assert [p.name for p in ours] == [p.name.replace(md.stem, f"{md.stem}-2") for p in paths]
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name in theirs} == theirs  # untouched
+    assert proc.stderr == (
+        f"washexp: {tmp_path / md.stem}.md holds another record; kept, and this one is {md.stem}-2"
+        " (--overwrite replaces it)\n"
+    )
+    copy_md = next(p for p in ours if p.suffix == ".md").read_text(encoding="utf-8")
+    plots = [p.name for p in ours if p.suffix == ".png"]
+    assert len(plots) == 2 and all(f"]({name})" in copy_md for name in plots)  # its own plots, renamed
+    record = json.loads(next(p for p in ours if p.suffix == ".json").read_text(encoding="utf-8"))
+    assert [p["file"] for p in record["plots"]] == plots
+    assert export(store, tmp_path).stdout.split() == [str(p) for p in ours]  # the copy is found again
+
+    replaced = export(store, tmp_path, "--overwrite")
+    assert replaced.stdout.split() == [str(p) for p in paths] and replaced.stderr == ""
+    assert md.read_bytes() == made

@@ -1,7 +1,7 @@
 """The ``washexp`` command.
 
     washexp export [--experiment compaction] [--sweep ID]... [--model NAME | --models A,B] [--date YYYY-MM-DD]
-                   [--out DIR] [--tracking-uri URI]
+                   [--out DIR] [--overwrite] [--tracking-uri URI]
     washexp ui [--port 5000] [--experiment compaction] [--tracking-uri URI] [--no-browser]
     washexp runs [--experiment NAME] [--limit 10] [--tracking-uri URI]
     washexp server [--host 127.0.0.1] [--port 5000] [--backend-store-uri URI] [--artifacts-destination DIR]
@@ -68,6 +68,11 @@ def _parser(root: Path) -> argparse.ArgumentParser:
     e.add_argument("--date", type=_date, help="the record as of this UTC day: runs started on or before it")
     e.add_argument("--topic", help="record builder (default: the experiment's name)")
     e.add_argument("--out", type=Path, default=root / "results", help="output folder (default: results/)")
+    e.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a record of the same name (default: keep it, and write this one as <name>-2, ...)",
+    )
 
     allow = argparse.ArgumentParser(add_help=False)
     allow.add_argument(
@@ -121,9 +126,17 @@ def export(args: argparse.Namespace) -> int:
         models=parse_models(args.models) if args.models is not None else (),
         date=args.date,
         out=args.out,
+        overwrite=args.overwrite,
     )
-    for path in run_export(options):
-        print(path)
+    for written in run_export(options):
+        for stem in written.taken:
+            print(
+                f"washexp: {options.out / stem}.md holds another record; kept, and this one is {written.record.stem}"
+                " (--overwrite replaces it)",
+                file=sys.stderr,
+            )
+        for path in written.paths:
+            print(path)
     return 0
 
 

@@ -35,6 +35,9 @@ class ExportOptions:
     date: str | None = None
     """YYYY-MM-DD: the record as of that day (runs started on or before it, UTC)."""
     out: Path = Path("results")
+    overwrite: bool = False
+    """Overwrite a record of the same name; by default a name holding another record is kept and
+    this one gets the next free name (``<stem>-2``, ...)."""
 
 
 def load_runs(uri: str, experiment: str) -> Any:
@@ -89,15 +92,49 @@ def check_writable(out: Path) -> None:
         raise ConfigError(f"--out {out}: cannot write there ({err.strerror or type(err).__name__})") from None
 
 
-def export(options: ExportOptions) -> list[Path]:
-    """Build the records and write them; return the paths. No run is changed: a plot added to a
-    finished run would be a file its manifest does not list."""
+@dataclass(frozen=True)
+class Written:
+    record: Record
+    paths: list[Path]
+    taken: tuple[str, ...] = ()
+    """The names found holding other records, which this record did not replace."""
+    unchanged: bool = False
+    """Its files were already there, byte for byte: nothing was written."""
+
+
+def place(record: Record, out: Path) -> tuple[Record, tuple[str, ...], bool]:
+    """The record under its first name in ``out`` that is free or holds this very record, the names
+    before it that hold another, and whether it is already there. Files written by hand or by an
+    older washexp count: any file of the name that differs makes the name taken."""
+    taken: list[str] = []
+    copy = 1
+    while True:
+        candidate = record if copy == 1 else record.as_copy(copy)
+        files = candidate.files()
+        present = [name for name in files if (out / name).exists()]
+        if not present:
+            return candidate, tuple(taken), False
+        if len(present) == len(files) and all((out / n).read_bytes() == data for n, data in files.items()):
+            return candidate, tuple(taken), True
+        taken.append(candidate.stem)
+        copy += 1
+
+
+def export(options: ExportOptions) -> list[Written]:
+    """Build the records and write them. A record never replaces another silently: with a name
+    taken it is written as ``<stem>-2`` (``--overwrite`` replaces it instead), and the same record
+    again writes nothing. No run is changed: a plot added to a finished run would be a file its
+    manifest does not list."""
     check_writable(options.out)
     written = []
     for record in build(options):
-        paths = record.write(options.out)
-        written += paths
+        if options.overwrite:
+            placed, taken, unchanged = record, (), False
+        else:
+            placed, taken, unchanged = place(record, options.out)
+        paths = [options.out / name for name in placed.files()] if unchanged else placed.write(options.out)
+        written.append(Written(placed, paths, taken, unchanged))
     return written
 
 
-__all__ = ["ExportOptions", "Record", "build", "check_writable", "export"]
+__all__ = ["ExportOptions", "Record", "Written", "build", "check_writable", "export", "place"]

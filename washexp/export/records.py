@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,9 +78,29 @@ class Record:
     data: dict[str, list] = field(default_factory=dict)
     """Machine tables for ``washexp compare`` (JSON only, not shown in the markdown)."""
 
+    copy: int = 1
+    """1: the record's own name; 2, 3, ...: ``washexp export`` found that name holding another record."""
+
     @property
     def stem(self) -> str:
-        return f"{self.topic}-{self.platform}-{self.date}"
+        name = f"{self.topic}-{self.platform}-{self.date}"
+        return name if self.copy == 1 else f"{name}-{self.copy}"
+
+    def as_copy(self, copy: int) -> Record:
+        """The same record under ``<stem>-<copy>``, its plots renamed with it."""
+        old, new = self.stem, replace(self, copy=copy).stem
+        if any(not p.file.startswith(old) for p in self.plots):
+            raise ValueError(f"a plot of {old} is not named after it: {[p.file for p in self.plots]}")
+        plots = tuple(replace(p, file=new + p.file.removeprefix(old)) for p in self.plots)
+        return replace(self, copy=copy, plots=plots)
+
+    def files(self) -> dict[str, bytes]:
+        """Every file of the record by name: ``<stem>.md``, ``<stem>.json`` and the plots."""
+        return {
+            f"{self.stem}.md": self.to_markdown().encode("utf-8"),
+            f"{self.stem}.json": self.to_json().encode("utf-8"),
+            **{p.file: p.png for p in self.plots},
+        }
 
     def to_json(self) -> str:
         body = {
@@ -128,14 +148,12 @@ class Record:
         return "\n".join(out).rstrip("\n") + "\n"
 
     def write(self, out_dir: Path) -> list[Path]:
-        """Write ``<stem>.md``, ``<stem>.json`` and the plots; return the paths written."""
+        """Write every file of the record into ``out_dir``; return the paths written."""
         out_dir.mkdir(parents=True, exist_ok=True)
-        paths = [out_dir / f"{self.stem}.md", out_dir / f"{self.stem}.json"]
-        paths[0].write_text(self.to_markdown(), encoding="utf-8")
-        paths[1].write_text(self.to_json(), encoding="utf-8")
-        for p in self.plots:
-            (out_dir / p.file).write_bytes(p.png)
-            paths.append(out_dir / p.file)
+        paths = []
+        for name, data in self.files().items():
+            (out_dir / name).write_bytes(data)
+            paths.append(out_dir / name)
         return paths
 
 
