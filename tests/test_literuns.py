@@ -39,7 +39,8 @@ def store(tmp_path) -> Path:
 def test_the_schema_head_is_the_revision_mlflow_leaves_a_new_store_at(store):
     with sqlite3.connect(store) as con:
         assert con.execute("SELECT version_num FROM alembic_version").fetchall() == [(schema_head(),)]
-    assert schema_head() and LiteRuns.of(store, "t") is not None and LiteRuns.of(store, "other") is None
+    uri = f"sqlite:///{store}"
+    assert schema_head() and LiteRuns.of(uri, "t") is not None and LiteRuns.of(uri, "other") is None
 
 
 @pytest.mark.parametrize(
@@ -53,7 +54,7 @@ def test_the_schema_head_is_the_revision_mlflow_leaves_a_new_store_at(store):
 def test_any_other_schema_is_left_to_mlflow(store, change):
     with sqlite3.connect(store) as con:
         con.execute(change)
-    assert LiteRuns.of(store, "t") is None
+    assert LiteRuns.of(f"sqlite:///{store}", "t") is None
 
 
 def test_an_existing_store_is_written_without_importing_mlflow(store):
@@ -106,7 +107,7 @@ def test_an_existing_store_is_written_without_importing_mlflow(store):
 
 
 def test_what_mlflow_refuses_is_refused(store):
-    lite = LiteRuns.of(store, "t")
+    lite = LiteRuns.of(f"sqlite:///{store}", "t")
     run_id, _ = lite.create("r", {})
     with pytest.raises(ValueError, match="at most 8000"):
         lite.complete(run_id, {}, [], {"long": "x" * 8001}, "FINISHED", 1)

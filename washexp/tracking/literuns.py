@@ -26,6 +26,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
+from washexp.tracking.sqlite import store_path
+
 # the columns of the tables written here, as MLflow's schema has them (checked on the store)
 COLUMNS = {
     "runs": {
@@ -80,11 +82,11 @@ class LiteRuns:
         self._local = threading.local()  # a connection per thread: sqlite3's own rule
 
     @classmethod
-    def of(cls, db: Path, experiment: str) -> LiteRuns | None:
-        """The store's runs of ``experiment``, or None when this module cannot write them as MLflow
-        would (see the module's note)."""
-        head = schema_head()
-        if head is None or not db.is_file():
+    def of(cls, uri: str, experiment: str) -> LiteRuns | None:
+        """The runs of ``experiment`` in the store at ``uri``, or None when this module cannot write
+        them as MLflow would (not a SQLite file, or see the module's note)."""
+        head, db = schema_head(), store_path(uri)
+        if head is None or db is None or not db.is_file():
             return None
         try:
             con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=60)
@@ -186,29 +188,21 @@ class LiteRuns:
         tag set at creation is overwritten, as a batch would) and its status."""
         params = {k: _checked(k, v, MAX_PARAM) for k, v in params.items()}
         tags = {k: _checked(k, v, MAX_TAG) for k, v in tags.items()}
-        rows, latest = [], {}
-        for key, value, timestamp, step in dict.fromkeys(metrics):  # a repeated metric is stored once
+        for key, *_ in metrics:
             _checked(key, "", 0)
-            is_nan = math.isnan(value)
-            stored = 0.0 if is_nan else max(-_FLOAT_MAX, min(_FLOAT_MAX, value))
-            row = (key, stored, timestamp, run_id, step, is_nan)
-            rows.append(row)
-            kept = latest.get(key)
-            if kept is None or (step, timestamp, stored) > (kept[4], kept[2], kept[1]):
-                latest[key] = row
+        rows, latest = metric_rows(run_id, metrics)
 
         def write(con: sqlite3.Connection) -> None:
             con.executemany(
                 "INSERT INTO params (key, value, run_uuid) VALUES (?, ?, ?)",
                 [(k, v, run_id) for k, v in params.items()],
             )
-            con.executemany(
-                "INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan) VALUES (?, ?, ?, ?, ?, ?)", rows
-            )
-            con.executemany(
-                "INSERT INTO latest_metrics (key, value, timestamp, run_uuid, step, is_nan) VALUES (?, ?, ?, ?, ?, ?)",
-                latest.values(),
-            )
+            for table, values in (("metrics", rows), ("latest_metrics", latest)):
+                con.executemany(
+                    f"INSERT INTO {table} (key, value, timestamp, run_uuid, step, is_nan)"
+                    " VALUES (:key, :value, :timestamp, :run_uuid, :step, :is_nan)",
+                    values,
+                )
             con.executemany(
                 "INSERT INTO tags (key, value, run_uuid) VALUES (?, ?, ?)"
                 " ON CONFLICT (key, run_uuid) DO UPDATE SET value = excluded.value",
@@ -231,6 +225,22 @@ class LiteRuns:
             con.execute("UPDATE runs SET status = 'KILLED', end_time = ? WHERE run_uuid = ?", (_now(), run_id))
 
         self._transaction(write)
+
+
+def metric_rows(run_id: str, metrics: list[tuple[str, float, int, int]]) -> tuple[list[dict], list[dict]]:
+    """MLflow's rows for a new run's metrics ``(key, value, timestamp ms, step)``, for both writers:
+    each point once (a repeat is stored once), NaN as 0 with ``is_nan``, +-inf as +-max (SQL has no
+    infinity), and per key the latest-metric row, the greatest by (step, timestamp, value)."""
+    rows, latest = [], {}
+    for key, value, timestamp, step in dict.fromkeys(metrics):
+        is_nan = math.isnan(value)
+        stored = 0.0 if is_nan else max(-_FLOAT_MAX, min(_FLOAT_MAX, value))
+        row = {"run_uuid": run_id, "key": key, "value": stored, "timestamp": timestamp, "step": step, "is_nan": is_nan}
+        rows.append(row)
+        kept = latest.get(key)
+        if kept is None or (step, timestamp, stored) > (kept["step"], kept["timestamp"], kept["value"]):
+            latest[key] = row
+    return rows, list(latest.values())
 
 
 def select_runs(

@@ -52,10 +52,8 @@ def has_run_tagged(uri: str, experiment: str, tag: str, value: str) -> bool:
     """Whether any live run of ``experiment`` has tag ``tag`` = ``value``: one run asked for, no
     table built (a SQLite store at the installed MLflow's schema is read without MLflow)."""
     from washexp.tracking.literuns import LiteRuns
-    from washexp.tracking.sqlite import store_path
 
-    db = store_path(uri)
-    lite = LiteRuns.of(db, experiment) if db is not None else None
+    lite = LiteRuns.of(uri, experiment)
     if lite is not None:
         return lite.has_tagged(tag, value)
     from mlflow.tracking import MlflowClient

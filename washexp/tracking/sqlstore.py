@@ -26,6 +26,8 @@ from mlflow.utils.uri import append_to_uri_path
 from mlflow.utils.validation import _validate_batch_log_data
 from sqlalchemy import insert, select, update
 
+from washexp.tracking.literuns import metric_rows
+
 
 class StoredRun(NamedTuple):
     run_id: str
@@ -125,14 +127,7 @@ class SqlRuns:
             [Param(k, v) for k, v in params.items()],
             [RunTag(k, v) for k, v in tags.items()],
         )
-        rows, latest = [], {}
-        for m in dict.fromkeys(metrics):  # a repeated metric is stored once, as MLflow does
-            is_nan, value = self._store.sanitize_metric_value(m.value)
-            row = dict(run_uuid=run_id, key=m.key, value=value, timestamp=m.timestamp, step=m.step, is_nan=is_nan)
-            rows.append(row)
-            kept = latest.get(m.key)
-            if kept is None or (m.step, m.timestamp, value) > (kept["step"], kept["timestamp"], kept["value"]):
-                latest[m.key] = row
+        rows, latest = metric_rows(run_id, [(m.key, m.value, m.timestamp, m.step) for m in metrics])
         tagged = {t.key: t.value for t in tags}
         with self._store.ManagedSessionMaker(read_only=False) as session:
             if params:
@@ -141,7 +136,7 @@ class SqlRuns:
                 )
             if rows:
                 session.execute(insert(SqlMetric), rows)
-                session.execute(insert(SqlLatestMetric), list(latest.values()))
+                session.execute(insert(SqlLatestMetric), latest)
             present = session.scalars(select(SqlTag.key).where(SqlTag.run_uuid == run_id, SqlTag.key.in_(tagged)))
             for key in list(present):
                 session.execute(

@@ -50,11 +50,9 @@ def save_view(uri: str, experiment: str, family: str) -> str | None:
     store has no such experiment. A SQLite store at the installed MLflow's schema is written
     without MLflow (:mod:`~washexp.tracking.literuns`)."""
     from washexp.tracking.literuns import LiteRuns
-    from washexp.tracking.sqlite import store_path
 
     key, value = f"mlflow.sharedViewState.{VIEW_KEY}", json.dumps(view_state(family), separators=(",", ":"))
-    db = store_path(uri)
-    lite = LiteRuns.of(db, experiment) if db is not None else None
+    lite = LiteRuns.of(uri, experiment)
     if lite is not None:
         lite.set_experiment_tag(key, value)
         return lite.experiment_id

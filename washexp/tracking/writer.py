@@ -318,7 +318,7 @@ class Tracker:
         self._client = None  # MLflow's, made on first ask (LiteRuns needs none)
         self._client_lock = threading.Lock()  # one thread imports MLflow: two at once can deadlock
         self._setting_up: threading.Thread | None = None
-        lite = LiteRuns.of(self._db, experiment) if self._db is not None else None
+        lite = LiteRuns.of(uri, experiment)
         if lite is not None:  # a store as the installed MLflow makes it, with the experiment: nothing to set up
             self._set_up = _Store(lite.experiment_id, lite)
         else:
@@ -353,7 +353,7 @@ class Tracker:
                             self._experiment, artifact_location=artifact_root.as_uri() if artifact_root else None
                         )
                     )
-                lite = LiteRuns.of(self._db, self._experiment) if self._db is not None else None
+                lite = LiteRuns.of(self.uri, self._experiment)
                 self._client = client
                 self._set_up = _Store(experiment_id, lite or SqlRuns.of(client, experiment_id))
         except BaseException as err:  # raised on the calling thread at its next tracking call
