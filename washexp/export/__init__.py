@@ -98,14 +98,13 @@ class Written:
     paths: list[Path]
     taken: tuple[str, ...] = ()
     """The names found holding other records, which this record did not replace."""
-    unchanged: bool = False
-    """Its files were already there, byte for byte: nothing was written."""
 
 
-def place(record: Record, out: Path) -> tuple[Record, tuple[str, ...], bool]:
-    """The record under its first name in ``out`` that is free or holds this very record, the names
-    before it that hold another, and whether it is already there. Files written by hand or by an
-    older washexp count: any file of the name that differs makes the name taken."""
+def place(record: Record, out: Path) -> tuple[Record, dict[str, bytes], tuple[str, ...], bool]:
+    """The record under its first name in ``out`` that is free or holds this very record, its
+    files, the names before it that hold another, and whether its files are already there byte for
+    byte. Files written by hand or by an older washexp count: any file of the name that differs
+    makes the name taken."""
     taken: list[str] = []
     copy = 1
     while True:
@@ -113,9 +112,9 @@ def place(record: Record, out: Path) -> tuple[Record, tuple[str, ...], bool]:
         files = candidate.files()
         present = [name for name in files if (out / name).exists()]
         if not present:
-            return candidate, tuple(taken), False
+            return candidate, files, tuple(taken), False
         if len(present) == len(files) and all((out / n).read_bytes() == data for n, data in files.items()):
-            return candidate, tuple(taken), True
+            return candidate, files, tuple(taken), True
         taken.append(candidate.stem)
         copy += 1
 
@@ -129,11 +128,14 @@ def export(options: ExportOptions) -> list[Written]:
     written = []
     for record in build(options):
         if options.overwrite:
-            placed, taken, unchanged = record, (), False
+            placed, files, taken, there = record, record.files(), (), False
         else:
-            placed, taken, unchanged = place(record, options.out)
-        paths = [options.out / name for name in placed.files()] if unchanged else placed.write(options.out)
-        written.append(Written(placed, paths, taken, unchanged))
+            placed, files, taken, there = place(record, options.out)
+        if not there:
+            options.out.mkdir(parents=True, exist_ok=True)
+            for name, data in files.items():
+                (options.out / name).write_bytes(data)
+        written.append(Written(placed, [options.out / name for name in files], taken))
     return written
 
 

@@ -12,7 +12,6 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 SCHEMA = 1
@@ -146,15 +145,6 @@ class Record:
                 "",
             ]
         return "\n".join(out).rstrip("\n") + "\n"
-
-    def write(self, out_dir: Path) -> list[Path]:
-        """Write every file of the record into ``out_dir``; return the paths written."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for name, data in self.files().items():
-            (out_dir / name).write_bytes(data)
-            paths.append(out_dir / name)
-        return paths
 
 
 def _markdown_table(t: Table) -> list[str]:

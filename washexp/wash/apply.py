@@ -365,15 +365,17 @@ class Transaction:
         fd = os.open(self.store, os.O_RDONLY | os.O_DIRECTORY)
         info = os.fstat(fd)
         key = (info.st_dev, info.st_ino)
+        refused = ApplyError(f"{self.store}: another apply holds the store; refusing to run concurrently")
         with _HELD_GUARD:
-            held = key in _HELD
+            if key in _HELD:
+                os.close(fd)
+                raise refused
             _HELD.add(key)
-        if held or not _flock_within(fd, LOCK_WAIT_S):
+        if not _flock_within(fd, LOCK_WAIT_S):
+            with _HELD_GUARD:
+                _HELD.discard(key)
             os.close(fd)
-            if not held:
-                with _HELD_GUARD:
-                    _HELD.discard(key)
-            raise ApplyError(f"{self.store}: another apply holds the store; refusing to run concurrently")
+            raise refused
         self._fd, self._key = fd, key
         try:
             self.recovered = self._recover()
