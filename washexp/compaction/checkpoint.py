@@ -41,6 +41,13 @@ class Checkpoint:
     last_body: str | None  # the last body produced even if rejected (kept for the record)
     keys: tuple[str, ...] = ()  # the recordings of the model calls behind it
 
+    @property
+    def kind(self) -> str | None:
+        """Why it is invalid, as a kind (``provenance``, ``over_allowance``, ``empty``); None if valid."""
+        if self.valid:
+            return None
+        return "empty" if self.last_body is None else self.attempts[-1].outcome
+
 
 def word_limit(target_tokens: int) -> int:
     """The study's total word limit: 35% of the token target, at least 18 words."""

@@ -100,16 +100,17 @@ def outcome(
     else:
         cp, who = made.value, method.role
         if not cp.valid:
-            return Outcome(None, cp.failure, cp.last_body)
+            return Outcome(None, cp.failure, cp.last_body, invalid_kind=cp.kind)
         alone = fused_context(task, cp.body, [])
         if alone.input_tokens > sizes.ceiling:
-            return Outcome(None, f"{who} input {alone.input_tokens} > ceiling {sizes.ceiling}", cp.body)
+            reason = f"{who} input {alone.input_tokens} > ceiling {sizes.ceiling}"
+            return Outcome(None, reason, cp.body, invalid_kind="over_ceiling")
         # The study's "fewer actual API input tokens than Full", judged before answering.
         mine, full = cache.roles.meter(alone.messages), cache.roles.meter(full_context(task).messages)
         check = {"source": mine.source, "h_alone": mine.tokens, "full": full.tokens}
         if mine.tokens >= full.tokens:
             reason = f"{who} input {mine.tokens} >= Full {full.tokens} ({mine.source})"
-            return Outcome(None, reason, cp.body, check=check)
+            return Outcome(None, reason, cp.body, check=check, invalid_kind="not_shorter")
         summary = cp.body
     selected: list[int] = []
     if arm.topn:

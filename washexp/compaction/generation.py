@@ -28,6 +28,18 @@ class Outcome:
     """The role whose reply failed (``S``, ``Jev``, ``H``); None for a valid or merely invalid one."""
     check: dict | None = None
     """H's "fewer than Full" check: which count decided (``source``) and both counts."""
+    invalid_kind: str | None = None
+    """Which validity rule a checked method broke (one of ``INVALID_KINDS``); None otherwise."""
+
+
+INVALID_KINDS = {
+    "provenance": "provenance (no-user sentinel, 'User asked:')",
+    "over_allowance": "over the allowance after every attempt",
+    "empty": "no body",
+    "over_ceiling": "over the ceiling",
+    "not_shorter": "not fewer tokens than Full",
+}
+"""Why a checked method's context is invalid (kind -> what a record calls it)."""
 
 
 @dataclass
@@ -57,7 +69,11 @@ def generation(task: Task, out: Outcome, g: int, roles: Roles, answers: int, rep
     )
     gen = Generation(g, out, missing)
     if roles.read and gen.valid:
-        jobs = [ReadJob(task.id, out.context.messages, g, a, r) for r in range(repeats) for a in range(answers)]
+        jobs = [
+            ReadJob(task.id, out.context.messages, g, a, r, tuple(task.fields))
+            for r in range(repeats)
+            for a in range(answers)
+        ]
         gen.answers = [roles.pool.submit(roles.read, j) if roles.pool else _done(roles.read, j) for j in jobs]
     return gen
 
@@ -108,6 +124,7 @@ def condition_metrics(task: Task, gens: list[Generation], sizes, parts: dict[str
         "h_full_check_endpoint": float(checks.count(ENDPOINT)) if checks else None,
         "h_full_check_local": float(checks.count(LOCAL)) if checks else None,
         "h_full_check_gguf": float(checks.count(GGUF)) if checks else None,
+        **{f"invalid_{k}": float(sum(gen.outcome.invalid_kind == k for gen in gens)) for k in INVALID_KINDS},
     }
     if sizes.ceiling is not None:
         metrics["ceiling"] = float(sizes.ceiling)

@@ -7,6 +7,9 @@
   compare as multisets.
 - A missing field, or any field of a malformed reply, scores 0. No aliases, rewrites or
   retries are applied after scoring.
+- A *format failure* is counted apart (it changes no score): a reply that is not the asked shape,
+  one JSON object ``{"facts": {...}}`` holding exactly the task's fields. A reader tells "could
+  not format" from "the evidence was lost" by it.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ def parse_facts(reply: str) -> dict[str, Any] | None:
 class AnswerGrade:
     fields: dict[str, bool]
     malformed: bool
+    format_failure: bool
+    """Not the shape the reader was asked for: malformed, or ``facts`` without exactly the task's fields."""
 
     @property
     def score(self) -> float:
@@ -69,7 +74,7 @@ class AnswerGrade:
 def grade(task: Task, reply: str) -> AnswerGrade:
     facts = parse_facts(reply)
     if facts is None:
-        return AnswerGrade({f: False for f in task.expected}, malformed=True)
+        return AnswerGrade({f: False for f in task.expected}, malformed=True, format_failure=True)
     result = {}
     for name, want in task.expected.items():
         if name not in facts:
@@ -78,4 +83,4 @@ def grade(task: Task, reply: str) -> AnswerGrade:
             result[name] = unordered_equal(facts[name], want)
         else:
             result[name] = strict_equal(facts[name], want)
-    return AnswerGrade(result, malformed=False)
+    return AnswerGrade(result, malformed=False, format_failure=facts.keys() != task.fields.keys())

@@ -149,9 +149,9 @@ _GUIDE = {  # section -> (with a user turn, without one); None: the same text fo
     "Historical Task Snapshot": (
         "[The most important field. Quote, word for word, the user's latest request or question "
         'that is still open. Write "None." only if the last exchange was fully resolved.]',
-        f"[No turn in this session was written by a user. Write exactly this line:\n"
-        f'{NO_USER_SENTINEL}\nNever write "User asked:" (in any language) anywhere in the '
-        "checkpoint; describe agent and tool work only as actions, state or history.]",
+        # The sentinel alone on the section's last line: a 1.5B model copied a rule placed after
+        # it into the snapshot, and the snapshot must be exactly the sentinel.
+        f"[No turn in this session was written by a user. This section is exactly the next line:]\n{NO_USER_SENTINEL}",
     ),
     "Goal": (
         "[What the user wants to achieve overall.]",
@@ -187,7 +187,8 @@ def build_prompt(serialized: str, focus: str, target_tokens: int, word_limit: in
         if has_user_turn
         else "No turn below was written by a user: use the main language of the turns (if "
         "mixed, that of the latest assistant prose), do not translate, do not invent a "
-        "user, and attribute no request to a user."
+        'user, and attribute no request to a user: never write "User asked:" (in any language); '
+        "describe agent and tool work only as actions, state or history."
     )
     sections = "\n\n".join(
         f"## {name}\n{g if isinstance(g, str) else g[0 if has_user_turn else 1]}" for name, g in _GUIDE.items()

@@ -19,11 +19,13 @@ and the expected values never reach them. Every call goes through the recorder.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from washexp.compaction import h_hermes
+from washexp.compaction.answer_format import response_format
 from washexp.compaction.context import prompt, prompt_digests
 from washexp.compaction.meter import EndpointMeter, Meter, local_meter
 from washexp.compaction.replies import NOT_JSON, role_json
@@ -128,6 +130,7 @@ def openai_backend(model, endpoint, root: Path, gone=None) -> Roles:
 
     def read(job: ReadJob) -> ChatResponse:
         req = request(job.messages, job.generation, job.answer, model.temperature, job.repeat)
+        req = dataclasses.replace(req, response_format=response_format(model.structured_output, job.fields))
         return rec.chat(req, job.task_id, "read")
 
     spec = {
@@ -139,6 +142,7 @@ def openai_backend(model, endpoint, root: Path, gone=None) -> Roles:
         "generation_temperature": sampled,
         "max_tokens": model.max_tokens,
         "extra_body": extra,
+        **({"structured_output": model.structured_output} if model.structured_output != "off" else {}),
     }
     prompts = prompt_digests()
     parts = {

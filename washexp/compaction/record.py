@@ -124,6 +124,7 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
     tables.append(task_table("input_tokens", "Mean input tokens per task (local Qwen)", 1))
     tables.append(task_table("units_kept", "Units kept per task (mean)", 1))
     tables.append(generations)
+    tables.append(record_tables.invalid_table(fconds))
     tables.append(record_tables.failed_contexts_table(fconds))
     tables += _interval_tables(per_task, cohort_of, final, score_name)
     repeats = record_variance.repeats_table(final)

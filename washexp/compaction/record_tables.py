@@ -14,6 +14,7 @@ import math
 
 import pandas as pd
 
+from washexp.compaction.generation import INVALID_KINDS
 from washexp.compaction.runs import value
 from washexp.export.records import Column, Table, show
 
@@ -57,7 +58,16 @@ ARM_KEYS = (
     "invalid",
     "contexts_failed",
     "failed",
+    "answers_graded",
+    "format_failures",
 )
+
+
+def _format_failures(r) -> str:
+    """``3/52``: answers not in the asked shape, of the answers graded (n/a without a reader)."""
+    if not r["answers_graded"]:
+        return "n/a"
+    return f"{r['format_failures'] or 0:.0f}/{r['answers_graded']:.0f}"
 
 
 def cost_by_arm(conds: pd.DataFrame) -> dict[tuple[str, str], dict[str, float | None]]:
@@ -132,6 +142,7 @@ def arm_table(
             "shortened vs Full (local Qwen)",
             lambda r: f"{r['contexts_shortened'] or 0:.0f}/{r['contexts'] or 0:.0f}",
         ),
+        Column("format_failures", "format failures", _format_failures),
         Column("invalid", "invalid", lambda r: _num(r["invalid"], 0)),
         Column("contexts_failed", "failed contexts", lambda r: _num(r["contexts_failed"] or 0.0, 0)),
         Column("failed", "failed conditions", lambda r: _num(r["failed"], 0)),
@@ -146,7 +157,9 @@ def arm_table(
         note="Means over tasks (equal weights). API: the endpoint's own input count of each answered "
         "context, the study's figure; local Qwen: washexp's count (ChatML rendering), secondary. "
         "Reduction: mean per-task cut in input tokens against the task's Full context. Shortened: "
-        "contexts smaller than Full. Invalid: H broke a validity rule; failed contexts: a role's reply "
+        "contexts smaller than Full. Format failures: answers not in the asked shape, one JSON object "
+        '{"facts": {...}} with exactly the task\'s fields (graded as they are, counted apart: could not '
+        "format, not evidence lost). Invalid: H broke a validity rule; failed contexts: a role's reply "
         "(S, Jev, H) could not be used; failed conditions: the whole run failed. All score 0."
         + (
             " Cost: the money of the live calls at the configured endpoint.price, each call counted once, in "
@@ -210,6 +223,29 @@ def generations_table(conds: pd.DataFrame, planned: int, note: str) -> Table:
         Column("distinct_h", "distinct H bodies", lambda r: _num(r["distinct_h"], 0)),
     )
     return Table("generations", "Generations per task: planned and distinct", columns, tuple(rows), note=note)
+
+
+def invalid_table(conds: pd.DataFrame) -> Table:
+    """Every condition with an invalid context, by the rule it broke: the model breaking H's
+    protocol is a result, and a zero with no reason would hide it."""
+    rows = []
+    for _, c in conds.sort_values(["order", "task"], kind="stable").iterrows():
+        counts = {k: value(c, f"invalid_{k}") or 0.0 for k in INVALID_KINDS}
+        if any(counts.values()):
+            rows.append({"arm": c["label"], "task": c["task"], **counts, "run_id": c["run_id"]})
+    columns = (
+        Column("arm", "arm"),
+        Column("task", "task"),
+        *(Column(k, label, lambda x, k=k: _num(x[k], 0)) for k, label in INVALID_KINDS.items()),
+        Column("run_id", "condition run"),
+    )
+    return Table(
+        "invalid_contexts",
+        "Invalid contexts by the rule they broke",
+        columns,
+        tuple(rows),
+        note="Zero credit, still in the denominator; each message is in its condition run's failures.json.",
+    )
 
 
 def failed_contexts_table(conds: pd.DataFrame) -> Table:

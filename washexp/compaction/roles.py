@@ -57,6 +57,8 @@ class ReadJob:
     answer: int
     repeat: int = 0
     """Which rerun of the answering step (``model.repeats``); each is its own recorded call."""
+    fields: tuple[str, ...] = ()
+    """The task's fact keys (names only): the reader's structured output is built from them."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from washexp.compaction.aggregate import arm_metrics
+from washexp.compaction.answer_format import FORMATS
 from washexp.compaction.artifacts import to_json
 from washexp.compaction.calls import condition_calls, link_grades, recorder_of, recording_keys
 from washexp.compaction.condition import Arm, run_condition
@@ -34,6 +35,8 @@ from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_json, tree_digest
 from washexp.ledger import Entry, plural
 from washexp.models.cost import sum_metrics, usd
+from washexp.models.llama_server import prompt_tokens_evaluated
+from washexp.models.local import flat_params
 from washexp.provenance import code_digest, git_commit, package_source, public_config
 from washexp.runner import GroupOutcome, Result, Work, start_group
 
@@ -76,6 +79,10 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         raise ConfigError(f"topn={c.topn}: must be >= 0")
     if cfg.model.repeats < 1:
         raise ConfigError(f"model.repeats={cfg.model.repeats}: must be >= 1 (1: the answering step once)")
+    if cfg.model.structured_output not in FORMATS:
+        raise ConfigError(
+            f"model.structured_output={cfg.model.structured_output!r}: expected one of {', '.join(FORMATS)}"
+        )
     if c.phase not in PHASES:
         raise ConfigError(f"phase={c.phase!r}: expected one of {', '.join(PHASES)}")
     folder = sweep.root / cfg.benchmark.fixtures  # read once per command, as the source and commit
@@ -105,7 +112,7 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         plugin = method.spec
         tags |= {"washexp.plugin.target": plugin["target"], "washexp.plugin.package": str(plugin["package"])}
         tags["washexp.plugin.version"] = str(plugin["version"])
-    params = ident.params
+    params = {**ident.params, **flat_params(roles.spec)}
     if method.checked and not isinstance(method, Plugin):
         params = {**params, "h_label": h_label(method.impl)}  # what H is, in words
     parent = Work(
@@ -214,8 +221,10 @@ def run_job(cfg, job, sweep) -> None:
         metrics |= sum_metrics(list(per_task.values()))  # what its conditions' calls cost
         table = {t.id: {"cohort": t.cohort, **per_task[t.id]} for t in plan.tasks}
         artifacts = {"conditions.json": to_json(table), "config.yaml": plan.config_yaml}
-        if plan.cache.roles.logs:  # e.g. the local server's log
-            artifacts |= plan.cache.roles.logs()
+        if plan.cache.roles.logs:  # e.g. the local server's log, and what its prompt cache saved
+            logs = plan.cache.roles.logs()
+            artifacts |= logs
+            metrics |= prompt_tokens_evaluated(logs)
         return Result(metrics, artifacts, manifest={"source": plan.source})
 
     def progress(work: Work, state: str, counts: dict[str, int]) -> None:

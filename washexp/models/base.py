@@ -22,6 +22,8 @@ class ChatRequest:
     repeat: int = 0
     """Which rerun of the answering step (``model.repeats``): another repeat is another call, never a
     replay of the first; 0 leaves the request (and its recording key) as it was before repeats."""
+    response_format: dict[str, Any] | None = None
+    """The structured output asked for (the reader's alone); None leaves the request as it was."""
 
 
 @dataclass(frozen=True)

