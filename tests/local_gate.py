@@ -40,3 +40,16 @@ def gate(request) -> None:
         if required:
             pytest.fail(f"WASHEXP_REQUIRE_LOCAL=1 but the [local] extra is missing ({gone}): {INSTALL}")
         pytest.skip(f"needs the [local] extra ({gone} missing): {INSTALL}")
+
+
+DEFAULT_NAME = "Qwen2.5-Coder-0.5B-Instruct"
+"""``model.name`` of ``model=local`` (conf/model/local.yaml)."""
+N_CTX = 16384
+"""``model.n_ctx`` of ``model=local``."""
+
+
+def default_gguf():
+    """The default tier's joined file (joined into the cache now if it is not there yet)."""
+    from washexp.models import weights
+
+    return weights.materialize(weights.packaged("qwen2.5-coder-0.5b-instruct-q4_k_m"))

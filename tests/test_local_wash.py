@@ -1,6 +1,6 @@
 """The model washers on ``model=local``, as a user runs them: ``python run.py -m benchmark=wash ...
 washer=coalwash model=local``: the real llama.cpp server washexp starts itself, the real
-SmolLM2-135M-Instruct file, the real openai client, a real store copy washed, gated and scored.
+Qwen2.5-Coder-0.5B-Instruct file (the default tier), the real openai client, a real store copy washed, gated and scored.
 
 Traps guarded: ``model=local`` refused for washers (it was, until the washers shared the local
 server with the compaction roles); a local model's file and window missing from the wash runs'
@@ -20,7 +20,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import run_cli, without_calls
-from tests.local_gate import gate
+from tests.local_gate import DEFAULT_NAME, N_CTX, default_gguf, gate
 from tests.test_local_model import _gone, _servers
 
 COMMON = [
@@ -29,7 +29,7 @@ COMMON = [
     "store=[superseded]",
     "wash.measurement.rounds=1",
     "model=local",
-    "model.max_tokens=256",  # a bound on a 135M model's rambling
+    "model.max_tokens=256",  # a bound on a small model's rambling
     "endpoint.threads=2",
 ]
 WASHERS = (["washer=coalwash"], ["washer=plain", "gates=false"])
@@ -73,17 +73,18 @@ def test_both_model_washers_wash_a_store_on_the_local_model(washed):
 
 @pytest.mark.local
 def test_the_gguf_file_and_window_are_in_every_runs_params_and_recording(washed):
-    from washexp.models.llama_server import file_sha256, shipped_gguf
+    from washexp.models.llama_server import file_sha256
 
     _root, rec, first, _again, _ = washed
     _client, runs = _runs(first)
-    sha = file_sha256(shipped_gguf())
+    sha = file_sha256(default_gguf())
     for run in runs:
         served = json.loads(run.data.params["served"])
-        assert served["gguf"]["sha256"] == sha and served["n_ctx"] == 8192
+        assert served["gguf"]["sha256"] == sha and served["n_ctx"] == N_CTX
         assert served["server"].startswith("llama-cpp-python ")
     models = {json.loads(p.read_text())["model"] for p in rec.rglob("*.json")}
-    assert models == {f"SmolLM2-135M-Instruct@gguf-sha256:{sha}/n_ctx:8192"}
+    assert models == {f"{DEFAULT_NAME}@gguf-sha256:{sha}/n_ctx:{N_CTX}"}
+    assert {run.data.params["gguf_sha256"] for run in runs} == {sha}  # flat: the MLflow UI filters on it
 
 
 @pytest.mark.local
