@@ -24,6 +24,7 @@ from washexp.wash.apply import SNAPSHOT_DIR, ApplyError
 from washexp.wash.files import joined, read_md
 from washexp.wash.gauge import load_gauge
 from washexp.wash.operators import ApproveAll, ApproveNone, Benchmark, Decision, Review
+from washexp.wash.pin_screen import PinnedPlan
 from washexp.wash.pipeline import KEEPS, Receipt, wash
 from washexp.wash.plan import Plan, PlanItem, split_lines
 from washexp.wash.stores import load_expected
@@ -368,16 +369,16 @@ def test_a_pinned_file_is_refused_in_one_line_before_anything_is_written(tmp_pat
     store = write_store(tmp_path, PINNED)  # the quick tier has a trailing space to strip too
     before = md_bytes(store)
     edit = replace(store, "conventions.md", "Never rebase", "Never rebase shared branches.")
-    with pytest.raises(ApplyError) as err:
+    with pytest.raises(PinnedPlan) as err:
         wash(store, PlanWasher((edit,)), OFF, ApproveAll())
-    assert str(err.value) == f"{store}: apply failed at pinned: refused: conventions.md is pinned (frontmatter)"
+    assert str(err.value) == "refused: the plan touches pinned files (pinned: true): conventions.md; nothing applied"
     assert md_bytes(store) == before
 
 
 def test_a_pinned_committed_store_file_is_refused(tmp_path):
     store = copy_store("plump-real", tmp_path)
     before = md_bytes(store)
-    with pytest.raises(ApplyError, match="runbook-ledger.md is pinned") as err:
+    with pytest.raises(PinnedPlan, match="pinned files .pinned: true.: runbook-ledger.md;") as err:
         wash(store, PlanWasher((delete(store, "runbook-ledger.md", "ledger-reader"),)), OFF, ApproveAll())
     assert "\n" not in str(err.value)
     assert md_bytes(store) == before

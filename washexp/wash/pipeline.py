@@ -29,8 +29,11 @@ revises a blocked plan, the items whose own edit drops a value are then taken ou
 ``blocked``) and the rest is gated again.
 
 The quick tier leaves pinned files (``washexp.wash.pins``) alone (its items on them are dropped
-with a note); a washer's item on a pinned file is refused by the apply with one ``ApplyError``
-line, before either tier writes anything.
+with a note). A washer's plan is checked for pins before any gate (``washexp.wash.pin_screen``,
+CoalWash's two tiers): an item on a file the user marked ``pinned`` refuses the whole wash with
+one ``PinnedPlan`` line naming the pinned files, before either tier writes anything; an item on
+a file whose pin cannot be cleared (an unclosed block ...) is refused alone and named, with a
+rewrite that absorbs its deleted text (a merge's other half).
 
 ``gates=False`` is for control arms only (the plain-compress control): no fidelity gate, no
 keeps, no LEAN stop; the human gate still shows every delete, whole-file ones included, and the
@@ -50,6 +53,7 @@ from washexp.wash import caliper, gate, gauge, quick
 from washexp.wash.files import decode, joined, md_name_problem, read_md_bytes
 from washexp.wash.keeps import KEEPS, dump, keep_problem, merged, read_keeps
 from washexp.wash.operators import Decision, Delete, Operator, Review
+from washexp.wash.pin_screen import screen
 from washexp.wash.plan import Plan, PlanItem, apply_to_texts, split_lines
 from washexp.wash.scratch import scratch_dir
 from washexp.wash.washer import Keep, Proposal, Washer, target_of
@@ -284,6 +288,9 @@ def _wash(tx: transaction.Transaction, washer: Washer | None, the_gauge, operato
         full = Step("full", notes=list(proposal.notes))
         receipt.steps.append(full)
         confined = _confined(proposal.plan, washed, full)
+        screened = screen(confined, washed, raw)  # a marker pin refuses the whole wash (PinnedPlan)
+        full.refused += [{**it.to_dict(), "why": why} for it, why in screened.refused]
+        confined = screened.plan
         excluded = {k.target for k in keeps}
         items = tuple(it for it in confined.items if target_of(it, washed) not in excluded)
         plan = Plan(items, confined.approved_drops, confined.washer or washer.name, confined.notes)
