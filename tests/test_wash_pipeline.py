@@ -471,7 +471,11 @@ def test_keeps_exclude_their_targets_and_new_keeps_are_recorded(tmp_path):
     assert [p["start"] for p in full.proposed] == [other.start] and full.applied == full.proposed
     text = (store / "migration-log.md").read_text("utf-8")
     assert "happened as planned" in text and "moved the wiki page" not in text
-    assert json.loads((store / KEEPS).read_text("utf-8")) == [old_keep, vars(new_keep)]
+    written = json.loads((store / KEEPS).read_text("utf-8"))
+    assert written == {
+        "v": 1,
+        "keeps": [old_keep, {"target": new_keep.target, "reason": new_keep.reason, "date": new_keep.date}],
+    }
     # the next wash leaves the newly kept item alone
     again = wash(store, PlanWasher((looked_at,)), OFF, ApproveAll())
     assert again.steps[1].proposed == [] and again.applied == 0
