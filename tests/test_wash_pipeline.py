@@ -693,3 +693,31 @@ def test_summary_names_what_was_blocked_and_refused(tmp_path):
 
 def test_washer_args_parse_key_value_pairs():
     assert cli_wash.washer_args(["model=qwen", "cmd=a=b", "empty="]) == {"model": "qwen", "cmd": "a=b", "empty": ""}
+
+
+# --- committed fixtures are never washed in place by accident -------------------------------------
+
+
+def test_cli_refuses_a_store_under_fixtures_and_leaves_it(tmp_path):
+    (tmp_path / "fixtures").mkdir()
+    store = copy_store("superseded", tmp_path / "fixtures")  # the shape of a committed fixture
+    before = tree(store)
+    proc = run_wash([str(store), "--operator", "approve-all"], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "under a fixtures/ folder" in proc.stderr and "--dry-run" in proc.stderr
+    assert tree(store) == before
+    dry = run_wash([str(store), "--operator", "approve-all", "--dry-run"], tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert tree(store) == before
+
+
+def test_cli_in_place_fixture_names_the_changed_fixture_and_how_to_restore_it(tmp_path):
+    root = tmp_path / "fixtures"
+    root.mkdir()
+    store = write_store(root, BILLING)
+    proc = run_wash([str(store), "--operator", "approve-all", "--in-place-fixture"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == (
+        f"washexp wash: changed the fixture {store} in place; restore it with: git checkout -- {store}"
+    )
+    assert (store / "MEMORY.md").read_text("utf-8").count("Session digest: refunds") == 1
