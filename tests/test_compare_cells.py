@@ -370,3 +370,20 @@ def test_compare_fails_closed_unless_told_and_passes_both_sides_on():
     assert found.needles_lost == 1 and found.data["fields_lost_in_b"][0]["retained_b"] == 0.5
     assert compare(_study(), b, True).subset
     assert wash.compare(_kept(), _kept()).topic == "wash"
+
+
+def test_a_fact_accuracy_regression_with_the_same_retention_is_a_regression():
+    """Mutant killed (issue 36): a compare that read retention only would call a reader that now
+    answers wrongly from the same context "no regression"."""
+
+    def study(accuracy: float) -> dict:
+        r = _study()
+        for t in r["data"]["compaction_tasks"]:
+            t["fact_accuracy"] = accuracy if t["arm"] == "S top3" and t["task"] == "payment" else 1.0
+        return r
+
+    found = compaction.compare(study(1.0), study(0.5))
+    assert found.needles_lost == 0  # every field still retained
+    assert found.worst_drop == pytest.approx(0.5) and found.regressed(0, 0.05)
+    assert "fact_accuracy S top3 (primary): 1.000 -> 0.500" in found.lines[0]
+    assert not compaction.compare(study(0.5), study(1.0)).regressed(0, 0.05)  # an improvement is none

@@ -99,3 +99,15 @@ def test_unordered_lists_of_objects_match_whatever_their_key_order():
     a = [{"x": 1, "y": 2}, {"x": 0, "y": 9}]
     b = [{"y": 9, "x": 0}, {"y": 2, "x": 1}]
     assert unordered_equal(a, b) and unordered_equal(b, a)
+
+
+def test_an_extra_key_in_a_nested_object_is_a_miss():
+    """Mutant killed (issue 36): grading that compared only the expected keys of a nested object
+    would pass an answer carrying a key the task never stated."""
+    from washexp.compaction.grading import strict_equal, unordered_equal
+
+    expected = {"owner": {"name": "ana", "team": "ops"}}
+    assert strict_equal(expected, {"owner": {"name": "ana", "team": "ops"}})
+    assert not strict_equal(expected, {"owner": {"name": "ana", "team": "ops", "pager": True}})
+    assert not strict_equal({"owner": {"name": "ana", "team": "ops", "pager": True}}, expected)
+    assert not unordered_equal([{"a": 1}], [{"a": 1, "b": 2}])

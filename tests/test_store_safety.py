@@ -277,8 +277,11 @@ def test_a_kill_while_a_committed_apply_clears_its_snapshot_is_not_a_stuck_store
     [
         ("[{", "not JSON"),
         ('{"target": "a.md"}', "expected a list of keeps"),
+        ('{"v": "1", "keeps": []}', "must be a number"),
         ('["a.md"]', "expected an object"),
-        ('[{"target": "a.md", "reason": "r"}]', "expected exactly the keys"),
+        ('{"v": 1, "keeps": [{"reason": "r"}]}', r"keeps\[0\]: target is missing"),
+        ('[{"target": "a.md", "reason": 3}]', "reason must be a string"),
+        ('[{"target": "a.md", "anchorFile": ["x"]}]', "anchorFile must be a string"),
         ('[{"target": 3, "reason": "r", "date": "d"}]', "target must be a string"),
         ('[{"target": " ", "reason": "r", "date": "d"}]', "target is empty"),
         (b"\xff\xfe", "cannot read the keeps"),
@@ -302,9 +305,10 @@ def test_the_latest_keep_of_a_target_wins_and_bad_targets_are_refused(tmp_path):
     assert read_keeps(store) == (Keep("oncall.md#x", "newer", "2026-07-01"),)
     new = (Keep("oncall.md#x", "newest", "2026-07-03"), Keep("", "empty", "d"), Keep(3, "not a string", "d"))  # type: ignore[arg-type]
     receipt = wash(store, PlanWasher(keeps=new), OFF, ApproveAll())
-    assert json.loads((store / KEEPS).read_text()) == [
-        {"target": "oncall.md#x", "reason": "newest", "date": "2026-07-03"}
-    ]
+    assert json.loads((store / KEEPS).read_text()) == {
+        "v": 1,
+        "keeps": [{"target": "oncall.md#x", "reason": "newest", "date": "2026-07-03"}],
+    }
     notes = [n for n in receipt.steps[1].notes if n.startswith("keep refused")]
     assert notes == ["keep refused (target is empty): ''", "keep refused (target must be a string, got int): 3"]
 

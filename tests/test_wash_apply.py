@@ -19,6 +19,7 @@ from washexp.wash.apply import (
     TEMP_PREFIX,
     WAL_NAME,
     ApplyError,
+    Change,
     Transaction,
     apply_plan,
     digests,
@@ -492,3 +493,25 @@ def test_an_interrupt_mid_apply_is_rolled_back_and_still_interrupts(tmp_path):
         apply_plan(memdir, PLAN, before, on_step=ctrl_c)
     assert state(memdir) == before
     assert_no_leftovers(memdir)
+
+
+def test_a_rollback_never_overwrites_a_file_another_writer_changed_meanwhile(tmp_path):
+    """Mutant killed (issue 36): a rollback that restored every written file from its snapshot
+    would overwrite what another writer put there after our write landed."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "a.md").write_bytes(b"# A\n\nold line\n")
+    (store / "b.md").write_bytes(b"# B\n")
+    seen = digests(store)
+    change = Change({"a.md": b"# A\n\nnew line\n", "b.md": b"# B, edited\n"}, ())
+
+    def other_writer_then_crash(step: str) -> None:
+        if step == "commit":
+            (store / "a.md").write_bytes(b"# A\n\nanother session's line\n")
+            raise RuntimeError("crash before the commit record")
+
+    match = r"rollback: a\.md changed since the interrupted apply"
+    with pytest.raises(ApplyError, match=match), Transaction(store) as tx:
+        tx.apply(change, seen, other_writer_then_crash)
+    assert (store / "a.md").read_bytes() == b"# A\n\nanother session's line\n"  # theirs stands
+    assert (store / "b.md").read_bytes() == b"# B\n"  # ours is undone

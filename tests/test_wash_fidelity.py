@@ -18,7 +18,7 @@ from washexp.config import MeasurementConfig
 from washexp.wash import chain, compressor, controlled
 from washexp.wash.cutters import Cut, Cutter
 from washexp.wash.fidelity import measurement_spec
-from washexp.wash.recall import recall_of
+from washexp.wash.recall import census, occurrence_recall, recall_of
 
 BEFORE = {
     "MEMORY.md": "---\nname: memory\ntype: index\n---\n# Index\n"
@@ -34,20 +34,29 @@ AFTER = {  # the frontmatter's closing fence cut, one [[alpha]] line gone, 43% b
 
 
 def test_recall_by_class_on_a_hand_made_store_whose_answer_is_known():
+    """CoalWash's rule: the distinct values of each class, and how many survive anywhere."""
     r = recall_of(BEFORE, AFTER)
     got = {cls: (c.kept, c.total) for cls, c in r.by_class.items()}
     assert got == {
-        "wikilinks": (2, 3),  # [[alpha]] on two distinct lines, one went
+        "wikilinks": (2, 2),  # [[alpha]] lost one of its two lines but is still stated
         "dates": (1, 1),
-        "versions": (1, 1),  # the duplicate line states v2.31.0 once
+        "versions": (1, 1),
         "links": (1, 1),
         "frontmatter": (0, 2),  # an unclosed block declares no key
         "codespans": (0, 1),
         "quotes": (0, 1),
         "numbers": (1, 2),  # 4/5 kept, 43% lost (44% is no substitute)
     }
+    assert (r.kept, r.total) == (6, 11)
+    assert r.by_class["numbers"].lost == {"43%": 1} and r.by_class["wikilinks"].lost == {}
+
+
+def test_occurrence_recall_counts_a_value_stated_in_fewer_places():
+    """The second figure: [[alpha]] on two distinct lines, cut to one, is a loss there only."""
+    r = occurrence_recall(census(BEFORE), census(AFTER))
+    assert (r.by_class["wikilinks"].kept, r.by_class["wikilinks"].total) == (2, 3)
+    assert r.by_class["wikilinks"].lost == {"alpha": 1}
     assert (r.kept, r.total, r.pct) == (6, 12, 50.0)
-    assert r.by_class["numbers"].lost == {"43%": 1} and r.by_class["wikilinks"].lost == {"alpha": 1}
 
 
 def test_cutting_an_exact_duplicate_line_costs_no_recall_but_a_second_distinct_statement_does():

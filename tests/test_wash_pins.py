@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from washexp.wash.pins import is_pinned
+from washexp.wash.pins import PIN_READ_BYTES, is_pinned, pin_verdict
 
 
 def fm(inner: str, nl: str = "\n") -> str:
@@ -103,3 +103,84 @@ def test_every_whitespace_variant_of_the_floor_is_a_pin():
     assert len(variants) == 81
     unpinned = [v for v in variants if not is_pinned(fm(v))]
     assert unpinned == []
+
+
+# Issue 36: the pin is read the way CoalWash's JavaScript reads it. A JavaScript line ends at
+# LF, CR, U+2028 or U+2029, so its m-flag floor ^pinned\s*:\s*true\s*$ sees a line Python's
+# re.MULTILINE does not; its `.` stops at the same breaks, so a comment ends there.
+JS_READS_A_PIN = {
+    "U+2028 makes the floor a line": fm("title: x\u2028pinned: true"),
+    "U+2029 makes the floor a line": fm("title: x\u2029pinned: true"),
+    "a CR inside a key line's value": fm("title: x\rpinned: true"),
+    "between two U+2028": fm("title: x\u2028pinned: true\u2028owner: y"),
+    "between two U+2029": fm("title: x\u2029pinned: true\u2029owner: y"),
+    "a comment does not run across U+2028": fm("pinned: no #x\u2028y"),
+    "a comment does not run across U+2029": fm("pinned: off #x\u2029y"),
+    "capital P (keys fold case)": fm("Pinned: true"),
+    "capital P, yes": fm("PINNED: yes"),
+}
+# Characters JavaScript's trim and \s and Python's strip and \s read differently: next to a pinned
+# key, the file is pinned whatever either reading says (our wider rule).
+LANGUAGES_DISAGREE = {
+    "U+0085 after false": fm("pinned: false\x85"),
+    "U+001C after off": fm("pinned: off\x1c"),
+    "U+001F after no": fm("pinned: no\x1f"),
+    "U+FEFF after false": fm("pinned: false\ufeff"),
+    "U+180E after false": fm("pinned: false\u180e"),
+}
+
+
+@pytest.mark.parametrize("name", [*JS_READS_A_PIN, *LANGUAGES_DISAGREE])
+def test_a_javascript_pin_is_a_pin(name):
+    text = {**JS_READS_A_PIN, **LANGUAGES_DISAGREE}[name]
+    assert is_pinned(text) is True
+    assert is_pinned(text.encode("utf-8")) is True
+
+
+def test_the_disagreement_rule_needs_a_pinned_key():
+    assert is_pinned(fm("title: a\x85b")) is False
+    assert is_pinned(fm("title: a\u2028b\nPinned: false")) is True
+
+
+@pytest.mark.parametrize(
+    ("text", "marker"),
+    [
+        (fm("pinned: true"), True),
+        (fm("Pinned: true"), True),
+        (fm("title: x\u2028pinned: true"), True),
+        (fm("title: x\u2029pinned: true\u2029owner: y"), True),  # the floor's $ stops at U+2029 too
+        (fm("pinned: maybe"), True),
+        ("---\npinned: true\n", False),  # never closes: incapacity
+        (fm("title: x\nnot yaml"), False),
+        (fm("pinned: false\x85"), True),  # JavaScript trim keeps U+0085: not a clearing value
+        (fm("pinned: false\ufeff"), False),  # JavaScript clears it; our wider rule pins it
+    ],
+)
+def test_a_pin_carries_its_tier(text, marker):
+    """A marker pin (the user marked the file) refuses the whole plan; incapacity refuses the file."""
+    v = pin_verdict(text)
+    assert v.pinned is True
+    assert v.marker is marker
+    assert (v.why is None) is marker
+
+
+def test_a_block_that_does_not_close_in_the_64k_window_is_a_pin():
+    """CoalWash reads 64 KiB: a block whose closing fence lies past it is unverifiable, hence pinned,
+    even when the whole file would read as unpinned."""
+    body = "a: b\n" * ((PIN_READ_BYTES // 5) + 10)
+    text = f"---\n{body}pinned: false\n---\nx\n"
+    assert len(text.encode()) > PIN_READ_BYTES
+    assert is_pinned(text) is True
+    assert pin_verdict(text).marker is False
+    short = f"---\n{'a: b' + chr(10) * 1}pinned: false\n---\nx\n"
+    assert is_pinned(short) is False
+
+
+def test_a_fence_on_the_window_cut_is_no_close():
+    """A ``\\n---`` ending exactly at byte 65,536 of a longer file is not a close (the block may go on)."""
+    head = "---\n" + "a: b\n" * 13000
+    pad = PIN_READ_BYTES - len(head.encode()) - len("\n---")
+    head += "c: " + "x" * (pad - 3) + "\n---"
+    assert len(head.encode()) == PIN_READ_BYTES
+    assert is_pinned(head + "\npinned: false\n---\n") is True  # cut at the window: unverifiable
+    assert is_pinned(head) is False  # the whole file: its end is a real close

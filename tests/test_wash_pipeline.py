@@ -24,6 +24,7 @@ from washexp.wash.apply import SNAPSHOT_DIR, ApplyError
 from washexp.wash.files import joined, read_md
 from washexp.wash.gauge import load_gauge
 from washexp.wash.operators import ApproveAll, ApproveNone, Benchmark, Decision, Review
+from washexp.wash.pin_screen import PinnedPlan
 from washexp.wash.pipeline import KEEPS, Receipt, wash
 from washexp.wash.plan import Plan, PlanItem, split_lines
 from washexp.wash.stores import load_expected
@@ -368,16 +369,16 @@ def test_a_pinned_file_is_refused_in_one_line_before_anything_is_written(tmp_pat
     store = write_store(tmp_path, PINNED)  # the quick tier has a trailing space to strip too
     before = md_bytes(store)
     edit = replace(store, "conventions.md", "Never rebase", "Never rebase shared branches.")
-    with pytest.raises(ApplyError) as err:
+    with pytest.raises(PinnedPlan) as err:
         wash(store, PlanWasher((edit,)), OFF, ApproveAll())
-    assert str(err.value) == f"{store}: apply failed at pinned: refused: conventions.md is pinned (frontmatter)"
+    assert str(err.value) == "refused: the plan touches pinned files (pinned: true): conventions.md; nothing applied"
     assert md_bytes(store) == before
 
 
 def test_a_pinned_committed_store_file_is_refused(tmp_path):
     store = copy_store("plump-real", tmp_path)
     before = md_bytes(store)
-    with pytest.raises(ApplyError, match="runbook-ledger.md is pinned") as err:
+    with pytest.raises(PinnedPlan, match="pinned files .pinned: true.: runbook-ledger.md;") as err:
         wash(store, PlanWasher((delete(store, "runbook-ledger.md", "ledger-reader"),)), OFF, ApproveAll())
     assert "\n" not in str(err.value)
     assert md_bytes(store) == before
@@ -470,7 +471,11 @@ def test_keeps_exclude_their_targets_and_new_keeps_are_recorded(tmp_path):
     assert [p["start"] for p in full.proposed] == [other.start] and full.applied == full.proposed
     text = (store / "migration-log.md").read_text("utf-8")
     assert "happened as planned" in text and "moved the wiki page" not in text
-    assert json.loads((store / KEEPS).read_text("utf-8")) == [old_keep, vars(new_keep)]
+    written = json.loads((store / KEEPS).read_text("utf-8"))
+    assert written == {
+        "v": 1,
+        "keeps": [old_keep, {"target": new_keep.target, "reason": new_keep.reason, "date": new_keep.date}],
+    }
     # the next wash leaves the newly kept item alone
     again = wash(store, PlanWasher((looked_at,)), OFF, ApproveAll())
     assert again.steps[1].proposed == [] and again.applied == 0
@@ -688,3 +693,31 @@ def test_summary_names_what_was_blocked_and_refused(tmp_path):
 
 def test_washer_args_parse_key_value_pairs():
     assert cli_wash.washer_args(["model=qwen", "cmd=a=b", "empty="]) == {"model": "qwen", "cmd": "a=b", "empty": ""}
+
+
+# --- committed fixtures are never washed in place by accident -------------------------------------
+
+
+def test_cli_refuses_a_store_under_fixtures_and_leaves_it(tmp_path):
+    (tmp_path / "fixtures").mkdir()
+    store = copy_store("superseded", tmp_path / "fixtures")  # the shape of a committed fixture
+    before = tree(store)
+    proc = run_wash([str(store), "--operator", "approve-all"], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "under a fixtures/ folder" in proc.stderr and "--dry-run" in proc.stderr
+    assert tree(store) == before
+    dry = run_wash([str(store), "--operator", "approve-all", "--dry-run"], tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert tree(store) == before
+
+
+def test_cli_in_place_fixture_names_the_changed_fixture_and_how_to_restore_it(tmp_path):
+    root = tmp_path / "fixtures"
+    root.mkdir()
+    store = write_store(root, BILLING)
+    proc = run_wash([str(store), "--operator", "approve-all", "--in-place-fixture"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == (
+        f"washexp wash: changed the fixture {store} in place; restore it with: git checkout -- {store}"
+    )
+    assert (store / "MEMORY.md").read_text("utf-8").count("Session digest: refunds") == 1

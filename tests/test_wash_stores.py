@@ -185,36 +185,67 @@ def test_invalid_json(tmp_path):
            "enclosed in double quotes at line 1 column 20")  # fmt: skip
 
 
-def test_missing_key(tmp_path):
-    data = _expected()
-    del data["expectNoOp"]
-    _fails(_store(tmp_path, data), "expected.json", "expectNoOp: missing")
+# What CoalWash's score.mjs reads is each entry's id and needle (and fixture, expectNoOp when
+# given): a store it can score is accepted; what it cannot score is refused, naming the field.
 
 
-def test_unknown_key(tmp_path):
-    _fails(
-        _store(tmp_path, _expected(version=2)),
-        "expected.json",
-        "version: unknown key (allowed: fixture, description, expectNoOp, muscle, fat)",
-    )
+def _bare() -> dict:
+    """expected.json with nothing but what the scorer needs."""
+    return {
+        "muscle": [{"id": "m01", "needle": "[[notes]]"}, {"id": "m02", "needle": "`make ship`"}],
+        "fat": [{"id": "f01", "needle": "We might perhaps revisit this"}],
+    }
 
 
-def test_wrong_type(tmp_path):
-    _fails(
-        _store(tmp_path, _expected(expectNoOp="false")), "expected.json", "expectNoOp: expected a boolean, got a string"
-    )
+def test_a_store_with_only_ids_and_needles_loads(tmp_path):
+    store = load_store(_store(tmp_path, _bare()))
+    e = store.expected
+    assert (e.fixture, e.description, e.expect_no_op) == ("tiny", "", False)  # the folder's name, as the scorer does
+    assert [(n.id, n.note, n.cls) for n in e.fat] == [("f01", "", None)]
 
 
-def test_entry_with_an_extra_key(tmp_path):
-    data = _expected()
+def test_a_store_with_only_ids_and_needles_is_washed_and_scored(tmp_path):
+    folder = _store(tmp_path, _bare())
+    scratch = tmp_path / "copy"
+    washed = subprocess.run(
+        [sys.executable, "-m", "washexp.cli", "wash", str(folder), "--operator", "benchmark", "--dry-run", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert washed.returncode == 0, washed.stderr
+    import shutil
+
+    shutil.copytree(folder, scratch)
+    scored = subprocess.run(
+        [sys.executable, "-m", "washexp.cli", "score", str(folder), str(scratch), "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+    data = json.loads(scored.stdout)
+    assert data["fixture"] == "tiny" and data["muscle"]["kept"] == 2 and data["fat"]["removed"] == 0
+
+
+def test_keys_the_scorer_ignores_are_ignored(tmp_path):
+    data = _expected(version=2, expectNoOp="false")
     data["muscle"][1]["class"] = "duplicate"
-    _fails(_store(tmp_path, data), "expected.json", "muscle[1].class: unknown key (allowed: id, needle, note)")
+    data["fat"][0]["note"] = 7
+    e = load_store(_store(tmp_path, data)).expected
+    assert e.expect_no_op is False and e.muscle[1].cls is None and e.fat[0].note == ""
 
 
-def test_fat_entry_without_class(tmp_path):
-    data = _expected()
-    del data["fat"][0]["class"]
-    _fails(_store(tmp_path, data), "expected.json", "fat[0].class: missing")
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda d: d.pop("muscle"), "muscle: missing (the scorer reads each entry's id and needle from it)"),
+        (lambda d: d["fat"][0].pop("needle"), "fat[0].needle: missing"),
+        (lambda d: d["muscle"][0].pop("id"), "muscle[0].id: missing"),
+        (lambda d: d["muscle"][0].update(needle=3), "muscle[0].needle: expected a string, got a number"),
+        (lambda d: d.update(fat={}), "fat: expected a list, got an object"),
+    ],
+)
+def test_what_the_scorer_cannot_score_is_refused(tmp_path, edit, problem):
+    data = _bare()
+    edit(data)
+    _fails(_store(tmp_path, data), "expected.json", problem)
 
 
 def test_id_of_the_wrong_form(tmp_path):

@@ -214,6 +214,7 @@ PASSTHROUGH = {
     "caliper": "washexp.wash.caliper:main",
     "feed": "washexp.wash.feed:main",
     "gate": "washexp.wash.gate:main",
+    "recall": "washexp.wash.cli_recall:main",
     "compare": "washexp.compare:main",
     "wash": "washexp.wash.cli_wash:main",
 }
@@ -225,6 +226,7 @@ PASSTHROUGH_HELP = {
     "caliper": "what a memory store costs a session, and whether a wash is due",
     "gate": "the fidelity gate: did a wash drop a structured value the plan did not name?",
     "feed": "write a growth feed's store after N sessions",
+    "recall": "the recall of one cut per class, with the values lost (CoalWash's controlled scorer)",
 }
 
 

@@ -413,7 +413,7 @@ class Transaction:
                 if problem := name_problem(name) or entry_problem(store / name):
                     raise ApplyError(f"refused: {problem}")
             raw = {name: (store / name).read_bytes() for name in md_names(store)}
-            pinned = [n for n in change.touched() if n in raw and is_pinned(raw[n].decode("utf-8", "replace"))]
+            pinned = [n for n in change.touched() if n in raw and is_pinned(raw[n])]
             if pinned:
                 raise ApplyError(f"refused: {', '.join(pinned)} is pinned (frontmatter)")
             step = "external-writer"
@@ -524,8 +524,25 @@ def _check_unchanged(now: Mapping[str, str | None], seen: Mapping[str, str | Non
 
 
 def plan_change(raw: Mapping[str, bytes], plan: Plan) -> Change:
-    """The change ``plan`` makes to the ``*.md`` files ``raw`` (name -> bytes); ``ApplyError`` if it cannot."""
-    files = {name: data.decode("utf-8") for name, data in raw.items()}
+    """The change ``plan`` makes to the ``*.md`` files ``raw`` (name -> bytes); ``ApplyError`` if it cannot.
+
+    A file the plan edits must be UTF-8: a rewrite would replace its other bytes with U+FFFD and
+    lose them (CoalWash's ``sniffUnrewritable``), so the plan is refused, naming the file. A file
+    the plan does not edit is never decoded; one it deletes whole is not rewritten, so it is not
+    asked to be UTF-8.
+    """
+    edited = {it.file for it in plan.items if it.op != "delete-file"}
+    files: dict[str, str] = {}
+    for name, data in raw.items():
+        try:
+            files[name] = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            if name in edited:
+                raise ApplyError(
+                    f"refused: {name} is not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start}): "
+                    "rewriting it would lose those bytes; convert it to UTF-8"
+                ) from None
+            files[name] = data.decode("utf-8", "replace")  # deleted whole or untouched: never written
     try:
         new_texts = apply_to_texts(files, plan)
     except PlanError as err:

@@ -2,7 +2,8 @@
 
     washexp wash STORE [--tier quick|full] [--washer reference|command] [--washer-arg KEY=VALUE ...]
                        [--operator interactive|approve-all|approve-none|benchmark]
-                       [--gauge coalwash-1.0|coalwash-beta5|off] [--expected FILE] [--dry-run] [--json]
+                       [--gauge coalwash-1.0|coalwash-beta5|off] [--expected FILE] [--dry-run]
+                       [--in-place-fixture] [--json]
 
 The wash is ``washexp.wash.pipeline.wash`` with the gates on (the gauge's LEAN band is a hard stop,
 the fidelity gate blocks any unapproved drop). The rules of the command:
@@ -20,6 +21,9 @@ the fidelity gate blocks any unapproved drop). The rules of the command:
   ``expected.json``); no other operator reads one, so giving it to another is a usage error.
 - ``--dry-run`` washes a temporary copy of the whole folder and reports that; the store itself is
   not touched (not even its gauge state).
+- A store under a ``fixtures/`` folder is committed input a benchmark relies on: it is refused
+  (exit 2) unless ``--dry-run`` washes a copy, or ``--in-place-fixture`` asks for it by name; a
+  fixture so changed is named on stderr with the ``git checkout`` line that restores it.
 - Output: a short summary (band, counts, files written and deleted, what was blocked or refused),
   or with ``--json`` the receipt (``Receipt.to_dict``) plus the run's settings.
 
@@ -51,7 +55,7 @@ import yaml
 from washexp.errors import FixtureError, WashexpError
 from washexp.wash.apply import Terminated, check_journal
 from washexp.wash.files import read_md
-from washexp.wash.gauge import DEFAULT_GAUGE, load_gauge
+from washexp.wash.gauge import DEFAULT_GAUGE, load_gauge, state_path
 from washexp.wash.keeps import read_keeps
 from washexp.wash.operators import OPERATORS, Interactive, Operator, make_operator
 from washexp.wash.pipeline import Receipt, wash
@@ -82,6 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gauge", default=DEFAULT_GAUGE, help="band gauge: coalwash-1.0 | coalwash-beta5 | off")
     p.add_argument("--expected", type=Path, help="ground truth for --operator benchmark (default: STORE/expected.json)")
     p.add_argument("--dry-run", action="store_true", help="wash a temporary copy; the store is not touched")
+    p.add_argument(
+        "--in-place-fixture",
+        action="store_true",
+        help="wash a store under a fixtures/ folder in place (committed input: restore it with git)",
+    )
     p.add_argument("--json", action="store_true", help="print the receipt as JSON")
     return p
 
@@ -105,6 +114,17 @@ def washer_args(pairs: list[str]) -> dict[str, object]:
         except yaml.YAMLError:
             out[key] = value
     return out
+
+
+def _check_fixture(args: argparse.Namespace) -> None:
+    """A store under a ``fixtures/`` folder is committed input a benchmark relies on: washed in
+    place only when asked by name (``--in-place-fixture``); ``--dry-run`` washes a copy."""
+    if args.dry_run or args.in_place_fixture or state_path(args.store) is not None:
+        return
+    raise _UsageError(
+        f"{args.store} is under a fixtures/ folder (committed input a benchmark relies on): wash a copy, "
+        "or use --dry-run; --in-place-fixture washes it anyway"
+    )
 
 
 def _check_store(store: Path) -> dict[str, str]:
@@ -209,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     """``washexp wash``: see the module docstring for the rules and exit codes."""
     try:
         args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+        _check_fixture(args)
         files = _check_store(args.store)
         load_gauge(args.gauge)  # an unknown gauge is a usage error, found before any work
         operator = _operator(args, files)
@@ -228,6 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     except (WashexpError, OSError, UnicodeDecodeError) as err:
         print(f"{PROG}: {_one_line(err)}", file=sys.stderr)
         return 1
+    if args.in_place_fixture and not args.dry_run and (receipt.written or receipt.deleted):
+        print(
+            f"{PROG}: changed the fixture {args.store} in place; restore it with: git checkout -- {args.store}",
+            file=sys.stderr,
+        )
     if args.json:
         settings = {"tier": args.tier, "operator": args.operator, "gauge": args.gauge, "dry_run": args.dry_run}
         print(json.dumps({**receipt.to_dict(), **settings}, ensure_ascii=False, indent=2))

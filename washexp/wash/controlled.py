@@ -13,8 +13,9 @@ caliper counts it, is kept beside it). The target is the gated arm's size when i
 arm is reported at its own size, marked ``own size``. A run is **in band** within ±
 :data:`BAND_PCT` % of the target; an arm's figures (mean, min, max) are over its in-band runs,
 and out-of-band runs are reported and counted apart, never dropped (an arm with no run in band
-has no figure: ``n/a``). Per run: saving %, structured-token recall overall and per class
-(:mod:`washexp.wash.recall`), tokens lost, the planted muscle needles kept (the scorer's rule).
+has no figure: ``n/a``). Per run: saving %, structured-token recall overall and per class by
+CoalWash's rule (distinct values; :mod:`washexp.wash.recall`), the occurrence recall beside it,
+tokens lost, the planted muscle needles kept (the scorer's rule).
 
 Recoverability (what left the live files but survives in an archive file) is not measured: a
 plan cannot create a file, so no arm can archive; the record says so.
@@ -28,7 +29,7 @@ from typing import Any
 from washexp.errors import ModelError, WashexpError
 from washexp.wash.compressor import size
 from washexp.wash.cutters import Cutter
-from washexp.wash.recall import CLASSES, census, recall
+from washexp.wash.recall import CLASSES, census, occurrence_recall, recall
 from washexp.wash.score import score_texts
 
 BAND_PCT = 5.0
@@ -58,6 +59,9 @@ class Run:
     in_band: bool | None = None
     own_size: bool = False
     recall: dict[str, Any] | None = None
+    """CoalWash's rule: distinct values per class."""
+    occurrence_recall: dict[str, Any] | None = None
+    """The second figure: occurrences over distinct lines (``washexp.wash.recall``)."""
     needles_kept: int | None = None
     needles_lost: list[str] = field(default_factory=list)
     cost_tokens: int = 0
@@ -73,7 +77,9 @@ def measure_run(
     run.bytes = size(after)
     run.always_loaded_bytes = always_loaded(after)
     run.saving_pct = 100.0 * (total - run.bytes) / total if total else None
-    run.recall = recall(census(before), census(after)).to_dict()
+    b, a = census(before), census(after)
+    run.recall = recall(b, a).to_dict()
+    run.occurrence_recall = occurrence_recall(b, a).to_dict()
     muscle = score_texts(expected, before, after, name)["muscle"]
     run.needles_kept, run.needles_lost = muscle["kept"], list(muscle["lost"])
     return run
@@ -159,6 +165,9 @@ def arm_figures(runs: list[dict]) -> dict[str, float]:
     }
     if pct:
         out |= {"recall_pct": _mean(pct), "recall_min_pct": min(pct), "recall_max_pct": max(pct)}
+    occ = [o["recall_pct"] for r in counted if (o := r.get("occurrence_recall")) and o["recall_pct"] is not None]
+    if occ:
+        out["occurrence_recall_pct"] = _mean(occ)
     for cls in CLASSES:
         byc = [r["recall"]["by_class"][cls] for r in counted]
         if byc[0]["total"]:

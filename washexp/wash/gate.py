@@ -474,13 +474,13 @@ def drops_between(before_files: Mapping[str, str], after_files: Mapping[str, str
 # --- command line ------------------------------------------------------------------------------
 
 
-class _UsageError(Exception):
-    pass
+class UsageError(Exception):
+    """A bad argument or an unreadable input: one line, exit 2."""
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line on stderr, never argparse's usage block
-        raise _UsageError(message)
+        raise UsageError(message)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -495,8 +495,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _read(path: Path) -> str | dict[str, str]:
-    """A file's text, or a folder's store (its top-level ``*.md``); _UsageError names the bad path."""
+def read_side(path: Path) -> str | dict[str, str]:
+    """A file's text, or a folder's store (its top-level ``*.md``); UsageError names the bad path."""
     if path.is_dir():
         return {name: _read_text(path / name) for name in md_names(path)}
     return _read_text(path)
@@ -506,11 +506,11 @@ def _read_text(path: Path) -> str:
     try:
         return path.read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise _UsageError(f"{path}: no such file or folder") from None
+        raise UsageError(f"{path}: no such file or folder") from None
     except UnicodeDecodeError as err:
-        raise _UsageError(f"{path}: not UTF-8 ({err.reason} at byte {err.start})") from None
+        raise UsageError(f"{path}: not UTF-8 ({err.reason} at byte {err.start})") from None
     except OSError as err:
-        raise _UsageError(f"{path}: cannot read ({err.strerror})") from None
+        raise UsageError(f"{path}: cannot read ({err.strerror})") from None
 
 
 def _report(result: GateResult, before: Path, after: Path) -> str:
@@ -532,11 +532,9 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
         approvals = [parse_approval(a) for a in args.approve]
         if args.before.is_dir() != args.after.is_dir() and args.before.exists() and args.after.exists():
-            raise _UsageError(
-                f"{args.before} and {args.after}: compare two files or two store folders, not one of each"
-            )
-        before, after = _read(args.before), _read(args.after)
-    except (_UsageError, ValueError) as err:
+            raise UsageError(f"{args.before} and {args.after}: compare two files or two store folders, not one of each")
+        before, after = read_side(args.before), read_side(args.after)
+    except (UsageError, ValueError) as err:
         print(f"washexp gate: {err}", file=sys.stderr)
         return 2
     except SystemExit as done:  # --help

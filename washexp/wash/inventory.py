@@ -233,6 +233,7 @@ def fenced_lines(text: str) -> list[str]:
 _FM_OPEN = re.compile(r"---([^\r\n]*)\r?\n")
 _FM_OPEN_CR = re.compile(r"---([^\r\n]*)\r")
 _FM_CLOSE = re.compile(r"\r?\n---[ \t]*(?:\r?\n|\Z)")
+_FM_CLOSE_TRUNCATED = re.compile(r"\r?\n---[ \t]*\r?\n")  # a cut window's end proves no close
 _KEY_FIRST = re.compile(f"[^{WS}:#-]")
 _KEY_SEP = re.compile(f":(?=[{WS}]|\\Z)")
 _SEQ_ITEM = re.compile(r"-(?:[ \t][^\n]*)?")
@@ -248,8 +249,11 @@ def _u16_prefix(s: str, units: int) -> str:
     return s
 
 
-def read_frontmatter(text: str) -> tuple[str, str]:
+def read_frontmatter(text: str, truncated: bool = False) -> tuple[str, str]:
     """(state, block): ``none`` (no block), ``closed`` (block found), or ``unverifiable``.
+
+    ``truncated``: ``text`` is a window cut from a longer file (the pin reader's 64 KiB), so its end
+    is not the file's: a closing fence must then end in a real line break.
 
     One leading BOM is a legal signature and is skipped; a second one, a NUL or U+FFFD in the head
     (an undecodable encoding), a fence line ending in a bare CR, a fence line followed by invisible
@@ -272,7 +276,7 @@ def read_frontmatter(text: str) -> tuple[str, str]:
     if not opened:
         return "none", ""
     start = len(opened[0]) - (2 if opened[0].endswith("\r\n") else 1)  # keep the newline the close anchors on
-    end = _FM_CLOSE.search(s, start)
+    end = (_FM_CLOSE_TRUNCATED if truncated else _FM_CLOSE).search(s, start)
     if not end:
         return "unverifiable", ""
     return "closed", s[start : end.start()]

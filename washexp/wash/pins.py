@@ -1,46 +1,81 @@
-"""Is a store file pinned? Anything that could be a pin and cannot be read is a pin.
+"""Is a store file pinned? Read the way CoalWash reads it, and pinned wherever that could differ.
 
-A file is pinned when its leading YAML frontmatter block has a top-level ``pinned`` key whose
-value is not one of ``false``/``no``/``off`` (any case, quoted or not, a ``# comment`` after it
-ignored): ``maybe``, ``0``, ``[]``, an empty value or a value on the next line all pin. The
-answer "not pinned" has to be earned; each of these is a pin because it cannot be read:
+CoalWash's ``apply.mjs`` (``pinVerdict``, v1.1.0) is the specification. A file is pinned when:
 
-- a second BOM, a NUL or U+FFFD in the head (an encoding this reader cannot parse);
-- a first line that is ``---`` once invisible characters are removed but is not a plain fence
-  (``---`` followed or preceded by U+200B, U+3164, U+2800, a no-break space ...): a fence
-  followed by a printable ASCII glyph (``--- a/file``, ``----``) is prose, not frontmatter;
-- a bare CR anywhere in the block (mixed line endings cut lines where YAML would not);
-- a block that never closes (``---`` on a line of its own);
-- a line at the block's root column that is not ``key: value``, a comment, a list item or blank;
-  a tab in an indentation; a key line indented less than the first; a top-level key holding a
-  character outside printable ASCII (``pinned\\u00a0``) or opening with a YAML indicator
-  (``{pinned: true}``);
-- ``pinned``, any whitespace (line breaks included), ``:``, any whitespace, ``true``: the
-  floor, whatever the line reading says.
+- its first 64 KiB (``PIN_READ_BYTES``, decoded with U+FFFD for bad bytes) hold no verifiable
+  frontmatter head: a second BOM, a NUL or U+FFFD in the head, a fence line ending in a bare CR,
+  a fence followed by no printable ASCII glyph (``---\\u200b``), or a block that does not close
+  inside the window (when the file is longer than the window, the window's end is no close);
+- the floor matches: ``^pinned\\s*:\\s*true\\s*$`` read as JavaScript reads it with the ``m``
+  flag, where a line also ends at a CR, U+2028 or U+2029 (``title: x`` U+2028 ``pinned: true``
+  is a pin) and ``\\s`` is JavaScript's whitespace;
+- the block is not provably readable (``washexp.wash.inventory.frontmatter_entries``: a bare CR,
+  a tab in an indentation, a root line that is no key, ...);
+- a top-level ``pinned`` key (quotes and case ignored) has a value other than ``false``/``no``/
+  ``off`` once trimmed the JavaScript way and a ``\\s+#...`` comment is taken off (a comment ends
+  at a JavaScript line break: ``no #x`` U+2028 ``y`` is not cleared).
 
-This is the floor CoalWash's ``apply.mjs`` sets (its ``pinVerdict``), read and re-written here on
-the fidelity gate's own frontmatter reader (``washexp.wash.inventory``: one reading of a block,
-the census and the pin each projecting it); the table in ``tests/test_wash_pins.py`` holds every
-case.
+Two tiers, as CoalWash's: a **marker** pin (the floor or a parsed ``pinned`` entry: the user
+marked the file) makes a plan that touches it malformed, refused whole; an **incapacity** pin
+(nothing could be proved) refuses that file alone.
+
+Our own additions, each only ever adding pins (``docs/wash-measurements.md``, departures):
+
+- a first line that reads ``---`` once invisible characters are removed (``\\u200b---``) is
+  fence-shaped, hence a pin (CoalWash reads it as no frontmatter);
+- a block that mentions ``pinned`` (any case) and holds a character JavaScript and Python read
+  differently as whitespace or a line break (U+0085, U+001C..U+001F, U+FEFF, U+180E, U+2028,
+  U+2029) is a pin: no port of a regex can be trusted to agree on it.
+
+Both are incapacity pins.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from washexp.wash.inventory import WS, frontmatter_entries, read_frontmatter
+from washexp.wash.inventory import WS, WS_CHARS, frontmatter_entries, read_frontmatter
 
-_FLOOR = re.compile(f"^pinned[{WS}]*:[{WS}]*true[{WS}]*$", re.MULTILINE)
+PIN_READ_BYTES = 65536
+"""CoalWash's pin window: a block that does not close within it is unverifiable."""
+
+_JS_EOL = "\n\r\u2028\u2029"  # JavaScript's LineTerminator: where ^ and $ of an m-flag regex stop
+_FLOOR = re.compile(f"(?:\\A|(?<=[{_JS_EOL}]))pinned[{WS}]*:[{WS}]*true[{WS}]*(?=[{_JS_EOL}]|\\Z)")
+_COMMENT = re.compile(f"[{WS}]+#[^{_JS_EOL}]*\\Z")  # /\s+#.*$/ : JS `.` stops at a line break
 _CLEARS = frozenset({"false", "no", "off"})
+_DISAGREE = re.compile("[\x1c-\x1f\x85\u180e\u2028\u2029\ufeff]")
+"""Characters JavaScript's ``\\s``/``trim``/line breaks and Python's read differently."""
+
+
+@dataclass(frozen=True)
+class PinVerdict:
+    pinned: bool
+    marker: bool = False
+    """A pin was read (the user marked the file): a plan touching it is refused whole."""
+    why: str | None = None
+    """Why an incapacity pin could not be cleared."""
+
+
+NOT_PINNED = PinVerdict(False)
+_MARKED = PinVerdict(True, marker=True)
 
 
 def _unquote(s: str) -> str:
     return s[1:-1] if len(s) > 1 and s[0] in "\"'" and s[-1] == s[0] else s
 
 
+def _js_trim(s: str) -> str:
+    return s.strip(WS_CHARS)
+
+
 def _clears(value: str) -> bool:
-    bare = re.sub(r"\s+#.*$", "", value.strip()).strip()
-    return _unquote(bare).strip().lower() in _CLEARS
+    bare = _js_trim(_COMMENT.sub("", _js_trim(value), count=1))
+    return _js_trim(_unquote(bare)).lower() in _CLEARS
+
+
+def _is_pin_key(key: str) -> bool:
+    return _js_trim(_unquote(_js_trim(key))).lower() == "pinned"
 
 
 def _hidden_fence(text: str) -> bool:
@@ -50,16 +85,27 @@ def _hidden_fence(text: str) -> bool:
     return not first.startswith("---") and re.sub(r"[^\x21-\x7e]", "", first) == "---"
 
 
-def is_pinned(text: str) -> bool:
-    """True when ``text`` (a store file) is pinned or might be (see the module docstring)."""
-    state, block = read_frontmatter(text)
-    if state == "unverifiable" or (state == "none" and _hidden_fence(text)):
-        return True
+def pin_verdict(data: bytes | str) -> PinVerdict:
+    """The pin verdict of a store file's bytes (or text, read as its UTF-8 bytes)."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    head = raw[:PIN_READ_BYTES].decode("utf-8", "replace")
+    state, block = read_frontmatter(head, truncated=len(raw) > PIN_READ_BYTES)
+    if state == "unverifiable":
+        return PinVerdict(True, why="frontmatter unverifiable inside the pin read window")
     if state == "none":
-        return False
+        return PinVerdict(True, why="a hidden fence") if _hidden_fence(head) else NOT_PINNED
     if _FLOOR.search(block):
-        return True
+        return _MARKED
     entries, unreadable = frontmatter_entries(block)
-    return unreadable is not None or any(
-        e.top and _unquote(e.key.strip()).strip().lower() == "pinned" and not _clears(e.value) for e in entries
-    )
+    if unreadable is not None:
+        return PinVerdict(True, why=unreadable)
+    if any(e.top and _is_pin_key(e.key) and not _clears(e.value) for e in entries):
+        return _MARKED
+    if "pinned" in block.lower() and _DISAGREE.search(block):
+        return PinVerdict(True, why="a character JavaScript and Python read differently, beside a pinned key")
+    return NOT_PINNED
+
+
+def is_pinned(data: bytes | str) -> bool:
+    """True when the file is pinned or might be (see the module docstring)."""
+    return pin_verdict(data).pinned

@@ -18,7 +18,9 @@ changed by anyone else after it was read (the washer too) aborts the apply.
 
 A washer's item on a file that is not a plain store file (``..md``, a symlink, a name the store
 does not have) is refused and named in the receipt; the rest of the plan goes on. A new keep with
-a bad target is refused and noted; the latest keep of a target wins (``washexp.wash.keeps``).
+a bad target is refused and noted; the latest keep of a target wins (``washexp.wash.keeps``). A keep
+carrying CoalWash's anchor binds its file: an item that would lose the anchor from every file the
+plan writes is refused and named (``washexp.wash.keep_gate``).
 
 What the operator may approve: the deletes, and the value drops the plan's deletes entail or
 the plan itself declares in ``approved_drops``. A drop neither entails nor declares (a rewrite
@@ -29,8 +31,11 @@ revises a blocked plan, the items whose own edit drops a value are then taken ou
 ``blocked``) and the rest is gated again.
 
 The quick tier leaves pinned files (``washexp.wash.pins``) alone (its items on them are dropped
-with a note); a washer's item on a pinned file is refused by the apply with one ``ApplyError``
-line, before either tier writes anything.
+with a note). A washer's plan is checked for pins before any gate (``washexp.wash.pin_screen``,
+CoalWash's two tiers): an item on a file the user marked ``pinned`` refuses the whole wash with
+one ``PinnedPlan`` line naming the pinned files, before either tier writes anything; an item on
+a file whose pin cannot be cleared (an unclosed block ...) is refused alone and named, with a
+rewrite that absorbs its deleted text (a merge's other half).
 
 ``gates=False`` is for control arms only (the plain-compress control): no fidelity gate, no
 keeps, no LEAN stop; the human gate still shows every delete, whole-file ones included, and the
@@ -48,8 +53,10 @@ from washexp.hashing import sha256_bytes
 from washexp.wash import apply as transaction
 from washexp.wash import caliper, gate, gauge, quick
 from washexp.wash.files import decode, joined, md_name_problem, read_md_bytes
-from washexp.wash.keeps import KEEPS, dump, keep_problem, merged, read_keeps
+from washexp.wash.keep_gate import anchor_refusals
+from washexp.wash.keeps import KEEPS, KeepsFile, dump, keep_problem, merged, read_keeps_file
 from washexp.wash.operators import Decision, Delete, Operator, Review
+from washexp.wash.pin_screen import screen
 from washexp.wash.plan import Plan, PlanItem, apply_to_texts, split_lines
 from washexp.wash.scratch import scratch_dir
 from washexp.wash.washer import Keep, Proposal, Washer, target_of
@@ -276,7 +283,8 @@ def _wash(tx: transaction.Transaction, washer: Washer | None, the_gauge, operato
     washed = apply_to_texts(files, quick_plan) if quick_plan else files
     final, new_keeps, full, full_plan = washed, None, None, None
     if tier == "full" and washer is not None:
-        keeps = read_keeps(store) if gates else ()
+        keeps_file = read_keeps_file(store) if gates else KeepsFile((), 1)
+        keeps = keeps_file.keeps
         proposal = _propose(washer, washed, keeps)
         receipt.cost_tokens += proposal.cost_tokens
         receipt.calls = dict(proposal.calls)
@@ -284,8 +292,14 @@ def _wash(tx: transaction.Transaction, washer: Washer | None, the_gauge, operato
         full = Step("full", notes=list(proposal.notes))
         receipt.steps.append(full)
         confined = _confined(proposal.plan, washed, full)
+        screened = screen(confined, washed, raw)  # a marker pin refuses the whole wash (PinnedPlan)
+        full.refused += [{**it.to_dict(), "why": why} for it, why in screened.refused]
+        confined = screened.plan
         excluded = {k.target for k in keeps}
         items = tuple(it for it in confined.items if target_of(it, washed) not in excluded)
+        anchored = anchor_refusals(Plan(items), washed, keeps)  # CoalWash's keeps gate: a kept anchor survives
+        full.refused += [{**it.to_dict(), "why": why} for it, why in anchored]
+        items = tuple(it for it in items if all(it is not gone for gone, _ in anchored))
         plan = Plan(items, confined.approved_drops, confined.washer or washer.name, confined.notes)
         full_plan = _judge_tier(washed, plan, operator, gates, full)
         final = apply_to_texts(washed, full_plan) if full_plan else washed
@@ -294,6 +308,9 @@ def _wash(tx: transaction.Transaction, washer: Washer | None, the_gauge, operato
             full.notes += [f"keep refused ({why}): {k.target!r}" for k, why in bad]
             fresh = tuple(k for k in proposal.keeps if not keep_problem(k))
             new_keeps = merged(keeps, fresh) if fresh else None
+            if new_keeps and not keeps_file.writable:
+                full.notes.append(f"{KEEPS} is schema v{keeps_file.v} (newer than 1): read-only, new keeps not kept")
+                new_keeps = None
     change = _change(store, raw, final, dump(new_keeps) if new_keeps else None)
     if change.writes or change.deletes:
         applied = tx.apply(change, seen)

@@ -1,24 +1,25 @@
 """Structured-token recall: how many of a store's structured values a cut kept, per class.
 
-Counted by washexp's port of CoalWash's fidelity-gate inventory (:mod:`washexp.wash.inventory`,
-its public functions only), never by what a washer says of itself (a tool does not grade
-itself). The classes are the gate's value classes:
+Counted by washexp's port of CoalWash's fidelity-gate inventory (:mod:`washexp.wash.inventory`),
+never by what a washer says of itself (a tool does not grade itself). The classes are the gate's
+value classes:
 
     wikilinks, dates, versions, links, frontmatter, codespans, quotes, numbers
 
-The census of a store (its top-level ``*.md`` files, as :func:`washexp.wash.files.read_md`
-gives them) is a multiset per class:
+**Recall is CoalWash's rule** (its controlled-fidelity scorer, ``controlled-fidelity-score.mjs``):
+per class, the **distinct values** the before side states (its inventory's sets), and how many of
+them the after side still states anywhere: ``|before & after| / |before|``. A store's sets are the
+union of its files' sets, each file read on its own (its own frontmatter block; no value spans two
+files); a single file is exactly the scorer's ``inventory(text)``. A file whose frontmatter block
+cannot be read (a cut through its closing ``---``) declares no key. A value the after side adds is
+no gain. An empty class has no recall (``None``, shown ``n/a``), never 100 %.
 
-- the seven single-line classes count each value's occurrences over the store's **distinct
-  lines** (all files together, each line once, as the gate's multiset layer counts them): a line
-  stated twice verbatim is one statement, so cutting an exact duplicate line costs nothing;
-- ``frontmatter`` counts each top-level key once per file that declares it. A file whose block
-  cannot be read (a cut through its closing ``---``) declares no key: its keys count as lost.
-
-Recall of *after* against *before* is the multiset intersection over the before count:
-``sum(min(before[v], after[v])) / sum(before[v])``, per class and over all classes. A value an
-after side states more often, or newly, is no gain. An empty class has no recall (``None``,
-shown ``n/a``), never 100 %.
+**Occurrence recall** is a second figure, named as such, that CoalWash does not publish: the
+seven single-line classes count each value's occurrences over the store's distinct lines (an exact
+duplicate line is one statement), frontmatter keys once per file, and recall is the multiset
+intersection ``sum(min(before[v], after[v])) / sum(before[v])``. What it adds: a value stated in
+two different places and cut down to one (a fact merged away from one of its contexts) is a loss
+here and none under CoalWash's rule.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from washexp.wash.inventory import frontmatter_keys, lines, token_lists
+from washexp.wash.inventory import frontmatter_keys, lines, take_inventory, token_lists
 
 CLASSES = ("wikilinks", "dates", "versions", "links", "frontmatter", "codespans", "quotes", "numbers")
 """The recall classes, in the gate's order (its ``fencedLines`` are not structured tokens)."""
@@ -35,9 +36,12 @@ CLASSES = ("wikilinks", "dates", "versions", "links", "frontmatter", "codespans"
 
 @dataclass(frozen=True)
 class Census:
-    """Per class, each value and how often the store states it (see the module doc)."""
+    """Per class, the distinct values a store states, and how often (see the module doc)."""
 
+    values: dict[str, tuple[str, ...]]
+    """CoalWash's sets: each class's distinct values, in first-seen order."""
     counts: dict[str, Counter]
+    """Occurrences over distinct lines (frontmatter: once per file), for occurrence recall."""
     unreadable_frontmatter: tuple[str, ...] = ()
     """Files whose frontmatter block could not be read (their keys are not in the census)."""
 
@@ -48,6 +52,8 @@ class Census:
 
 def census(files: Mapping[str, str]) -> Census:
     """The census of a store's files (name -> text, in store order)."""
+    inv = take_inventory(list(files.values()))
+    values = {cls: tuple(inv.values[cls]) for cls in CLASSES}
     distinct = "\n".join(dict.fromkeys(line for text in files.values() for line in lines(text)))
     found = token_lists(distinct)
     counts = {cls: Counter(found[cls]) for cls in CLASSES if cls != "frontmatter"}
@@ -59,7 +65,7 @@ def census(files: Mapping[str, str]) -> Census:
         if incomplete:
             unreadable.append(name)
     counts["frontmatter"] = keys
-    return Census({cls: counts[cls] for cls in CLASSES}, tuple(unreadable))
+    return Census(values, {cls: counts[cls] for cls in CLASSES}, tuple(unreadable))
 
 
 @dataclass(frozen=True)
@@ -67,7 +73,7 @@ class ClassRecall:
     total: int
     kept: int
     lost: dict[str, int]
-    """value -> how many of its occurrences went."""
+    """value -> how many went (1 a value under CoalWash's rule; occurrences under occurrence recall)."""
 
     @property
     def dropped(self) -> int:
@@ -112,7 +118,18 @@ class Recall:
 
 
 def recall(before: Census, after: Census) -> Recall:
-    """Recall of ``after`` against ``before``, per class (the multiset intersection; module doc)."""
+    """CoalWash's recall of ``after`` against ``before``: distinct values per class (module doc)."""
+    out = {}
+    for cls in CLASSES:
+        there = set(after.values[cls])
+        lost = {v: 1 for v in before.values[cls] if v not in there}
+        total = len(before.values[cls])
+        out[cls] = ClassRecall(total, total - len(lost), lost)
+    return Recall(out)
+
+
+def occurrence_recall(before: Census, after: Census) -> Recall:
+    """Occurrence recall: the multiset intersection over distinct lines, per class (module doc)."""
     out = {}
     for cls in CLASSES:
         b, a = before.counts[cls], after.counts[cls]
@@ -123,5 +140,5 @@ def recall(before: Census, after: Census) -> Recall:
 
 
 def recall_of(before: Mapping[str, str], after: Mapping[str, str]) -> Recall:
-    """Recall of one store's files after a cut against before it."""
+    """CoalWash's recall of one store's files after a cut against before it."""
     return recall(census(before), census(after))

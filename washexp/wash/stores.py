@@ -30,8 +30,6 @@ FAT_CLASSES = ("duplicate", "near-dup", "over-verbose", "superseded", "done-poin
 
 INDEX = "MEMORY.md"
 EXPECTED = "expected.json"
-_TOP_KEYS = ("fixture", "description", "expectNoOp", "muscle", "fat")
-_ENTRY_KEYS = {"muscle": ("id", "needle", "note"), "fat": ("id", "needle", "class", "note")}
 ID_FORM = {"muscle": re.compile(r"m\d{2,}"), "fat": re.compile(r"f\d{2,}")}
 _JS_WS_RUN = re.compile("[\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+")
 
@@ -108,29 +106,31 @@ def _need(value: Any, typ: type, path: Path, field: str) -> Any:
     return value
 
 
-def _keys(obj: dict, allowed: tuple[str, ...], path: Path, prefix: str) -> None:
-    for key in allowed:
-        if key not in obj:
-            raise FixtureError(path, f"{prefix}{key}", "missing")
-    for key in obj:
-        if key not in allowed:
-            raise FixtureError(path, f"{prefix}{key}", f"unknown key (allowed: {', '.join(allowed)})")
+def _optional(obj: dict, key: str, typ: type, default: Any) -> Any:
+    """An optional field the scorer does not read: its value when of the right type, else ``default``."""
+    value = obj.get(key, default)
+    return value if isinstance(value, typ) else default
 
 
 def parse_expected(data: Any, path: Path) -> Expected:
-    """Check ``data`` (parsed JSON) against the CoalWash schema and return it typed.
+    """Check ``data`` (parsed JSON) against what CoalWash's scorer reads and return it typed.
 
-    Rules: exactly the schema's keys and types; ids ``m01``.. / ``f01``.., each used once;
-    needles hold a non-whitespace character; fat classes from :data:`FAT_CLASSES`; a store
-    that expects a no-op plants no fat.
+    Required, as ``score.mjs`` needs them: ``muscle`` and ``fat`` lists of objects, each with a
+    string ``id`` and ``needle``. Everything else is optional and other keys are ignored, as the
+    scorer ignores them: ``fixture`` (default: the folder's name), ``description``, ``expectNoOp``
+    (a no-op is expected only when it is ``true``), an entry's ``note`` and a fat entry's
+    ``class`` (a known fat class when given). Our own rules on top: ids ``m01``.. / ``f01``..,
+    each used once (records name a needle by its id); needles hold a non-whitespace character; a
+    store that expects a no-op plants no fat.
     """
     _need(data, dict, path, None)
-    _keys(data, _TOP_KEYS, path, "")
-    fixture = _need(data["fixture"], str, path, "fixture")
-    if not fixture.strip():
-        raise FixtureError(path, "fixture", "is empty")
-    description = _need(data["description"], str, path, "description")
-    no_op = _need(data["expectNoOp"], bool, path, "expectNoOp")
+    for kind in ("muscle", "fat"):
+        if kind not in data:
+            raise FixtureError(path, kind, "missing (the scorer reads each entry's id and needle from it)")
+    fixture = _optional(data, "fixture", str, "").strip() and data["fixture"]
+    fixture = fixture or path.parent.name
+    description = _optional(data, "description", str, "")
+    no_op = data.get("expectNoOp") is True
     seen: dict[str, str] = {}
     parsed: dict[str, tuple[Needle, ...]] = {}
     for kind in ("muscle", "fat"):
@@ -138,8 +138,9 @@ def parse_expected(data: Any, path: Path) -> Expected:
         for i, entry in enumerate(_need(data[kind], list, path, kind)):
             at = f"{kind}[{i}]"
             _need(entry, dict, path, at)
-            _keys(entry, _ENTRY_KEYS[kind], path, f"{at}.")
-            for key in _ENTRY_KEYS[kind]:
+            for key in ("id", "needle"):
+                if key not in entry:
+                    raise FixtureError(path, f"{at}.{key}", "missing")
                 _need(entry[key], str, path, f"{at}.{key}")
             nid, needle = entry["id"], entry["needle"]
             if not ID_FORM[kind].fullmatch(nid):
@@ -149,10 +150,10 @@ def parse_expected(data: Any, path: Path) -> Expected:
             seen[nid] = at
             if not norm(needle).strip(" "):
                 raise FixtureError(path, f"{at}.needle", "is empty (a needle needs a non-whitespace character)")
-            cls = entry.get("class")
+            cls = _optional(entry, "class", str, None) if kind == "fat" else None
             if cls is not None and cls not in FAT_CLASSES:
                 raise FixtureError(path, f"{at}.class", unknown_name("fat class", cls, list(FAT_CLASSES)))
-            entries.append(Needle(nid, needle, entry["note"], cls))
+            entries.append(Needle(nid, needle, _optional(entry, "note", str, ""), cls))
         parsed[kind] = tuple(entries)
     if no_op and parsed["fat"]:
         raise FixtureError(path, "fat", f"expectNoOp is true, so the store plants no fat (found {len(parsed['fat'])})")

@@ -19,11 +19,14 @@ from washexp.wash.plan import Plan, PlanItem, split_lines
 
 @dataclass(frozen=True)
 class Keep:
-    """An item kept on purpose (``keeps.json``: ``{target, reason, date}``)."""
+    """An item kept on purpose (``keeps.json``: ``{target, reason, date}``, and CoalWash's optional
+    enforcement handle ``{anchor, anchorFile}``: text that must survive an edit of that file)."""
 
     target: str
     reason: str
     date: str
+    anchor: str | None = None
+    anchor_file: str | None = None
 
 
 def target_of(item: PlanItem, files: dict[str, str]) -> str:
