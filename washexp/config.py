@@ -122,9 +122,6 @@ class EndpointConfig:
     How fast it answers, not what: llama.cpp splits each product by rows across threads."""
     startup_timeout_s: float = 120.0
     """``model=local``: how long the local server may take to answer ``/v1/models``."""
-    prompt_cache_mb: int = 4096
-    """``model=local``: the server's RAM prompt cache in MiB (0: none). A prompt whose prefix it
-    holds evaluates only the rest: how fast it answers, not what."""
     price: PriceConfig = field(default_factory=PriceConfig)
     """``endpoint.price.*``: what a live call costs (``cost_usd``); unset, no cost is logged."""
     budget_usd: float | None = None

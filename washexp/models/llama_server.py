@@ -288,14 +288,13 @@ def _models(base_url: str) -> list[str] | None:
         return None
 
 
-def server_command(
-    python: str, gguf: Path, alias: str, port: int, n_ctx: int, threads: int, cache_mb: int = 0
-) -> list[str]:
+def server_command(python: str, gguf: Path, alias: str, port: int, n_ctx: int, threads: int) -> list[str]:
     """The llama.cpp server's command line: bound to ``HOST`` (127.0.0.1), never every interface.
-    ``cache_mb`` > 0: a RAM prompt cache of that size; a prompt whose prefix it holds (the reader's
-    second answer, H's next attempt) evaluates only the rest. Without it the server still reuses
-    the prefix of the request just before."""
-    cache = ["--cache", "True", "--cache_type", "ram", "--cache_size", str(cache_mb << 20)] if cache_mb > 0 else []
+
+    No ``--cache``: llama-cpp-python's RAM prompt cache saves each state with the logits of every
+    token (600 KB a token for Qwen's 152k vocabulary), so it outgrew its size limit and the kernel
+    killed a 1.5B server at 20 GB. The server's own prefix reuse stays: a prompt that begins like
+    the one before it (the reader's second answer, H's next attempt) evaluates only the rest."""
     return module_command(
         python,
         "llama_cpp.server",
@@ -314,7 +313,6 @@ def server_command(
             str(threads),
             "--n_threads_batch",
             str(threads),
-            *cache,
         ],
     )
 
@@ -326,7 +324,6 @@ def start(
     n_ctx: int,
     threads: int | None,
     log_path: Path,
-    cache_mb: int = 0,
     timeout_s: float = 120.0,
     python: str = sys.executable,
 ) -> LlamaServer:
@@ -340,7 +337,7 @@ def start(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(3):  # a free port can be taken between our probe and the server's bind
         port = free_port()
-        command = server_command(python, gguf, alias, port, n_ctx, threads, cache_mb)
+        command = server_command(python, gguf, alias, port, n_ctx, threads)
         with open(log_path, "ab") as log:
             log.write(f"# washexp: llama.cpp build: {features}\n# washexp: {printable(command)}\n".encode())
             log.flush()
@@ -419,14 +416,20 @@ def self_test(server: LlamaServer, timeout_s: float = 120.0) -> None:
 
 
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+_PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit")
 
 
 def prompt_tokens_evaluated(logs: dict[str, str]) -> dict[str, float]:
     """From the server's log since the last look (``{"llama-server.log": text}``; nothing without a
-    local server): the completions it ran and the prompt tokens it evaluated for them (llama.cpp's
-    own ``prompt eval`` lines). A prefix served from the cache is not evaluated, so against a run
-    without the cache (``endpoint.prompt_cache_mb=0``) this is what the cache saved."""
+    local server): the completions it ran, the prompt tokens it evaluated for them (llama.cpp's own
+    ``prompt eval`` lines) and those it reused from the prompt before instead of evaluating them
+    (``prefix-match hit``). Evaluated plus reused is what a server without prefix reuse evaluates."""
     if "llama-server.log" not in logs:
         return {}
-    counts = [int(n) for n in _PROMPT_EVAL.findall(logs["llama-server.log"])]
-    return {"server_completions": float(len(counts)), "server_prompt_tokens_evaluated": float(sum(counts))}
+    text = logs["llama-server.log"]
+    counts = [int(n) for n in _PROMPT_EVAL.findall(text)]
+    return {
+        "server_completions": float(len(counts)),
+        "server_prompt_tokens_evaluated": float(sum(counts)),
+        "server_prompt_tokens_reused": float(sum(int(n) for n in _PREFIX_HIT.findall(text))),
+    }

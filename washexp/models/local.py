@@ -113,7 +113,6 @@ def serve(model, endpoint, root: Path) -> Served:
             alias=alias,
             n_ctx=model.n_ctx,
             threads=endpoint.threads,
-            cache_mb=endpoint.prompt_cache_mb,
             log_path=log_dir(endpoint, root) / f"{time.strftime('%Y%m%d-%H%M%S')}-{sha256[:12]}.log",
             timeout_s=endpoint.startup_timeout_s,
         )
