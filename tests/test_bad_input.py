@@ -257,7 +257,7 @@ def _wash_cli(root: Path, tmp_path: Path) -> list[str]:
     bad = tmp_path / "expected.json"
     bad.write_bytes(b"\xff\xfe{}")
     store = root / "fixtures" / "wash" / STORE
-    return ["wash", str(store), "--operator", "benchmark", "--expected", str(bad)]
+    return ["wash", str(store), "--operator", "benchmark", "--expected", str(bad), "--in-place-fixture"]
 
 
 def _export_into_a_file(root: Path, tmp_path: Path) -> list[str]:

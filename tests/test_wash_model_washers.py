@@ -130,7 +130,9 @@ def test_coalwash_through_the_pipeline_writes_keeps_and_honours_them(tmp_path):
         washer = make_washer({"name": "coalwash"}, _model(url, tmp_path / "rec"))
         first = pipeline.wash(store, washer, gauge.load_gauge("off"), operator)
         second = pipeline.wash(store, washer, gauge.load_gauge("off"), operator)
-    keeps = json.loads((store / "keeps.json").read_text(encoding="utf-8"))
+    written = json.loads((store / "keeps.json").read_text(encoding="utf-8"))
+    assert written["v"] == 1  # CoalWash's file: {v, keeps}
+    keeps = written["keeps"]
     assert [k["reason"] for k in keeps] == ["the live build line is load-bearing"]
     assert keeps[0]["date"] == "2026-01-01"
     assert first.cost_tokens > 0 and first.applied >= 1
