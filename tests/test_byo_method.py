@@ -187,6 +187,7 @@ def sweep(site, tmp_path_factory):
     return store, proc, _runs(store), out
 
 
+@pytest.mark.slow
 def test_example_plugin_runs_from_its_entry_point_beside_s_and_h(sweep):
     _, proc, runs, _ = sweep
     arms = [r for r in runs if r.data.tags["washexp.kind"] == "arm"]
@@ -202,6 +203,7 @@ def test_example_plugin_runs_from_its_entry_point_beside_s_and_h(sweep):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_record_shows_the_plugin_beside_s_and_h_with_the_same_columns(sweep):
     _, _, _, out = sweep
     (record,) = out.glob("compaction-*.json")
@@ -228,6 +230,7 @@ def test_bad_factory_is_one_line_exit_2_before_any_run(site, store):
     assert _runs(store) == []
 
 
+@pytest.mark.slow
 def test_a_new_plugin_version_or_args_never_shares_a_run(tmp_path):
     """The trap: an identity without the plugin's spec would reuse the old version's numbers."""
     pkg = tmp_path / "plug"

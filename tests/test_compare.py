@@ -229,6 +229,7 @@ def _artifact_file(store: Path, experiment: str, kind: str, name: str) -> Path:
     return Path(run.info.artifact_uri.removeprefix("file://")) / name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "experiment", "kind", "name"),
     [

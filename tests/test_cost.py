@@ -209,6 +209,7 @@ def _recorded(recordings: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(recordings.glob("*/*.json"))]
 
 
+@pytest.mark.slow
 def test_a_sweep_logs_its_cost_and_a_replay_costs_nothing_and_stops_on_budget(tmp_path):
     script = Script()
     price = Price(2.5, 10.0)

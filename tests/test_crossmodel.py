@@ -24,6 +24,8 @@ from tests.wash_model_server import WashScript
 from washexp.errors import WashexpError
 from washexp.export import crossmodel
 
+pytestmark = pytest.mark.slow  # sweeps of two models end to end: the marked suite that .ci/run runs
+
 MODELS = ("ctx-model", "empty-model")
 KEY = {"OPENAI_API_KEY": "sk-test-crossmodel", "CI": "1"}
 

@@ -230,6 +230,7 @@ def test_the_same_record_again_writes_nothing(study, tmp_path):
     assert len(list(tmp_path.iterdir())) == 4
 
 
+@pytest.mark.slow
 def test_a_name_holding_another_record_is_kept_and_this_one_is_written_beside_it(study, tmp_path):
     """The trap: a fresh export of the same day replaced a committed record of other runs."""
     store = study[0]

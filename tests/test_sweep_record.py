@@ -4,6 +4,7 @@ to move the runs into their own small arms, and the main record lost tasks)."""
 
 from __future__ import annotations
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import run_cli
@@ -16,6 +17,7 @@ def _cells(uri: str, sweeps: tuple[str, ...] = ()):
     return {t.key: t.rows for t in record.tables}, record.data
 
 
+@pytest.mark.slow
 def test_the_readme_sequence_leaves_the_main_sweeps_record_as_it_was(store):
     uri = f"sqlite:///{store / 'mlflow.db'}"
     run_cli(["-m", "method=S,H", "topn=0..3"], store)

@@ -9,6 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import ROOT, run_cli
@@ -37,6 +38,7 @@ def _tree(folder: Path) -> dict[str, tuple[bytes, int, int]]:
     return out
 
 
+@pytest.mark.slow
 def test_a_store_by_name_by_absolute_and_by_relative_path_is_one_condition(tmp_path):
     named, absolute, track = tmp_path / "named", tmp_path / "absolute", tmp_path / "track"
     for folder in (named, absolute, track):

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, run_cli
 from tests.wash_model_server import WashScript, serve
 from washexp.config import MeasurementConfig
@@ -207,6 +209,7 @@ def test_gates_false_is_refused_before_any_run(tmp_path):
     assert proc.returncode == 2 and "sets each arm's gates itself" in proc.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_plain_arm_against_the_scripted_server_then_a_strict_replay_makes_no_call(tmp_path):
     script = WashScript(fat={"settled baseline": "superseded"}, lossy=("double-posted",))
     rec = f"endpoint.recordings={tmp_path / 'rec'}"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import ROOT, run_cli
@@ -211,6 +212,7 @@ def _scores(runs) -> dict[str, dict]:
     return {r.data.tags["mlflow.runName"]: {k: v for k, v in r.data.metrics.items() if k not in calls} for r in runs}
 
 
+@pytest.mark.slow
 def test_coalwash_sweep_then_a_strict_replay_with_no_server(tmp_path):
     script = WashScript(fat=SUPERSEDED_FAT)
     recordings = f"endpoint.recordings={tmp_path / 'rec'}"
