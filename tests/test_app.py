@@ -46,6 +46,8 @@ def test_empty_range_is_an_error():
         ("topn=-2", "topn=-2: must be >= 0"),
         ("model.generations=many", "generations"),
         ("nosuchkey=1", "nosuchkey"),
+        ("metod=S", "metod=S: no such config key 'metod'; did you mean 'method'"),  # before Hydra's own text
+        ("topn=9", "topn=9: the most evidence units a chosen task has is 8 (checkout_504)"),
         # trap: `???` in a YAML file does not override a dataclass default: model.name must have none
         ("model=openai", "model.name: Structured config of type `ModelConfig` has missing mandatory value"),
         ("model.backend=openia", "did you mean 'openai'"),

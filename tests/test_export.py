@@ -193,6 +193,7 @@ def test_user_errors_are_one_line(study, tmp_path):
         (["--date", "2000-01-01"], "no finished arm runs", 1),
         (["--topic", "wahs"], "unknown record builder 'wahs'; did you mean 'wash'", 2),  # usage: before any work
         (["--topic", "wash"], "no finished wash measurement runs", 1),
+        (["--sweep", "multirun/2099-01-01/00-00-00"], "--sweep multirun/2099-01-01/00-00-00: no run of", 2),
     ):
         proc = export(store, tmp_path, *extra, check=False)
         assert proc.returncode == code and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr

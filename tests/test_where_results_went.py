@@ -5,6 +5,7 @@ the sweep, and the UI's saved view shows metrics the arm runs have."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -46,15 +47,17 @@ def test_the_printed_sweep_id_is_accepted_by_export_and_compare(two_sweeps, tmp_
     store, a, b, _ = two_sweeps
     assert (a["arms"], a["units"], a["run"], a["reused"]) == ("2", "4", "4", "0")
     uri = f"sqlite:///{store / 'mlflow.db'}"
-    # the commands exactly as printed (only the placeholder filled and the output folder moved)
+    # the commands exactly as printed (only the placeholder filled and the output folder moved); the
+    # sweep ran from the store's folder, outside the project, so each names the project with -C
     export = shlex.split(b["records"])
-    assert export[:4] == ["washexp", "export", "--sweep", b["sweep"]] and f"--tracking-uri {uri}" in b["records"]
+    assert export[:6] == ["washexp", "-C", str(ROOT), "export", "--sweep", b["sweep"]]
+    assert f"--tracking-uri {uri}" in b["records"]
     done = _washexp([*export[1:], "--out", str(tmp_path)])
     assert done.returncode == 0, done.stderr
     record = json.loads(next(tmp_path.glob("compaction-*.json")).read_text())
     assert list(record["provenance"]["sweeps (overrides)"]) == [b["sweep"]]  # that sweep's runs, no other
     compare = shlex.split(a["compare"].replace("<another sweep id>", b["sweep"]))
-    assert compare[2] == a["sweep"] and compare[3] == b["sweep"]
+    assert compare[1:4] == ["-C", str(ROOT), "compare"] and compare[4:6] == [a["sweep"], b["sweep"]]
     found = _washexp(compare[1:])
     assert found.returncode == 0, found.stderr  # the same arms again: no regression
     assert found.stdout.startswith("no regression: 0 needle(s) lost")
@@ -79,7 +82,7 @@ def test_runs_lists_both_sweeps_newest_first(two_sweeps):
 
 def test_the_ui_view_shows_the_arm_runs_headline_metrics(two_sweeps):
     store, a, _, _ = two_sweeps
-    assert "washexp ui --tracking-uri" in a["browse"] and "viewStateShareKey=washexp" in a["browse"]
+    assert f"washexp -C {ROOT} ui --tracking-uri" in a["browse"] and "viewStateShareKey=washexp" in a["browse"]
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     exp = client.get_experiment_by_name("compaction")
     view = json.loads(exp.tags["mlflow.sharedViewState.washexp"])
@@ -107,6 +110,8 @@ def test_one_condition_is_singular(store):
         (["benchmark=wash", "measurement=ceilng"], "did you mean 'ceiling'?"),
         (["-m", "hydra/launcher=jobliblocal", "method=S"], "did you mean 'joblib_local'"),
         (["method=S,H"], "add -m (python run.py -m method=S,H)"),
+        (["benchmark=wash", "rounds=0"], "rounds=0: must be from 1 to 1000"),
+        (["benchmark=wash", "measurement=controlled", "controlled.target_pct=100"], "target_pct=100: must be from"),
     ],
 )
 def test_a_slip_is_answered_with_the_fix(store, args, says):
@@ -127,3 +132,29 @@ def test_a_password_in_a_store_uri_is_never_printed():
 
     assert shown("postgresql+psycopg://user:s3cret@db:5432/mlflow") == "postgresql+psycopg://user:***@db:5432/mlflow"
     assert shown("sqlite:////tmp/x/mlflow.db") == "sqlite:////tmp/x/mlflow.db"
+
+
+def test_from_another_folder_outputs_land_in_the_project_and_each_printed_command_runs(tmp_path):
+    """The user stands outside the project: the sweep's folder is the project's own, and each
+    printed command (``washexp -C <project> ...``) exits 0 pasted as printed, from where they stand."""
+    from tests.test_bad_input import TASK, make_project
+
+    root = make_project(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = [sys.executable, str(root / "run.py"), "method=S", "topn=1", f"task={TASK}"]
+    out = subprocess.run(run, cwd=elsewhere, capture_output=True, text=True, timeout=300, env={**os.environ, "CI": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    closing = dict(re.findall(r"^  (records|compare|browse):\s+(.+)$", out.stdout, re.M))
+    sweep = re.search(r"^washexp: sweep (\S+)", out.stdout, re.M).group(1)
+    assert sweep.startswith("outputs/") and (root / sweep).is_dir() and not list(elsewhere.iterdir())
+    for name, line in closing.items():
+        argv = shlex.split(line.partition("   (then")[0].replace("<another sweep id>", sweep))
+        assert argv[:3] == ["washexp", "-C", str(root)], line
+        if argv[3] == "ui":
+            continue  # a server that runs until stopped; its -C is the same as the others'
+        done = subprocess.run(
+            [sys.executable, "-m", "washexp.cli", *argv[1:]], cwd=elsewhere, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, f"{name}: {done.stderr}"
+    assert list((root / "results").glob("compaction-*.json"))  # export's default folder is the project's

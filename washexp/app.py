@@ -72,6 +72,28 @@ def expand_short_keys(args: list[str]) -> list[str]:
     return out
 
 
+def check_override_keys(args: list[str], root: Path) -> None:
+    """A top-level key nothing reads (``metod=S``) is a usage error with a "did you mean", before
+    Hydra composes anything. Known: the config's fields, its option groups (``conf/<group>/``),
+    the short keys, and Hydra's own. ``+key`` adds a key: ``check_known_keys`` judges it later."""
+    import dataclasses
+
+    from washexp.config import Config
+    from washexp.registry import close_names
+
+    known = [f.name for f in dataclasses.fields(Config)] + [p.name for p in (root / "conf").iterdir() if p.is_dir()]
+    known += [*SHORT_KEYS, *(p.rstrip(".") for p in SHORT_PREFIXES), "hydra"]
+    for arg in args:
+        key, eq, _ = arg.partition("=")
+        if not eq or arg.startswith(("-", "+", "~")):
+            continue
+        head = re.split(r"[./@]", key, maxsplit=1)[0]  # compaction.topn, hydra/launcher, model@pkg
+        if head not in known:
+            close = close_names(head, known)
+            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise ConfigError(f"{arg}: no such config key {head!r}{hint}")
+
+
 @dataclass(frozen=True)
 class JobInfo:
     """What Hydra knows about the job: kept as tags, never part of an identity."""
@@ -253,11 +275,13 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
 
             print(run_help(root))
             return 0
+        check_override_keys(args, root)
         sys.argv = [sys.argv[0], *expand_short_keys(expand_ranges(args))]
     except WashexpError as err:
         print(f"washexp: {err}", file=sys.stderr)
         return 2
     register()
+    os.environ["WASHEXP_PROJECT"] = str(root)  # conf/config.yaml puts outputs/ and multirun/ there
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # let errors reach us; we print one line
     sweep = Sweep(root)
 

@@ -6,7 +6,9 @@
     washexp runs [--experiment NAME] [--limit 10] [--tracking-uri URI]
     washexp server [--host 127.0.0.1] [--port 5000] [--backend-store-uri URI] [--artifacts-destination DIR]
 
-More commands parse their own arguments (``PASSTHROUGH``); ``--help`` lists them.
+More commands parse their own arguments (``PASSTHROUGH``); ``--help`` lists them. ``washexp -C DIR
+<command> ...`` runs a command as if started in ``DIR`` (as ``git -C`` does): the commands a sweep
+prints name its project this way when the user stands outside it.
 
 Exit codes: 0 done; 1 a problem the user can fix (one line on stderr); 2 bad usage, found before any
 work: argparse's, an unknown ``--topic`` or an ``--out`` folder that cannot be written (one line).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import signal
 import sys
 import webbrowser
@@ -46,6 +49,8 @@ def _parser(root: Path) -> argparse.ArgumentParser:
         epilog=f"more commands (each has its own --help):\n{more}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    # read (and removed) by _main before parsing, so that the project is found from DIR; shown here
+    p.add_argument("-C", metavar="DIR", help="run as if started in DIR, as git -C does (first argument only)")
     sub = p.add_subparsers(dest="command", required=True)
     store = argparse.ArgumentParser(add_help=False)
     store.add_argument("--tracking-uri", default=default_uri(root), help=STORE_HELP)
@@ -238,6 +243,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    if argv[:1] == ["-C"]:
+        if len(argv) < 2 or not Path(argv[1]).is_dir():
+            where = argv[1] if len(argv) > 1 else "(nothing)"
+            print(f"washexp: -C {where}: not a folder", file=sys.stderr)
+            return 2
+        os.chdir(argv[1])
+        argv = argv[2:]
     if argv and argv[0] in PASSTHROUGH:
         import importlib
 

@@ -9,6 +9,7 @@ entries travel back to the launching process with its error lines (``Sweep.repor
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -51,8 +52,16 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def command(root: Path) -> str:
+    """``washexp``, or ``washexp -C <project>`` when the working folder is outside the project:
+    a printed command works pasted where the user stands."""
+    inside = Path.cwd().resolve().is_relative_to(root.resolve())
+    return "washexp" if inside else f"washexp -C {shlex.quote(str(root))}"
+
+
 def closing_lines(entries: list[Entry], root: Path) -> list[str]:
     """What a command prints last: per sweep its id and counts, then the exact next commands."""
+    washexp = command(root)
     lines: list[str] = []
     groups: dict[tuple, list[Entry]] = {}
     for e in entries:
@@ -73,8 +82,8 @@ def closing_lines(entries: list[Entry], root: Path) -> list[str]:
             continue
         opts = "" if experiment == "compaction" else f" --experiment {experiment}"
         opts += "" if uri is None else f" --tracking-uri {shown(uri)}"
-        lines.append(f"  records:  washexp export --sweep {sweep}{opts}")
-        lines.append(f"  compare:  washexp compare {sweep} <another sweep id>{opts}")
+        lines.append(f"  records:  {washexp} export --sweep {sweep}{opts}")
+        lines.append(f"  compare:  {washexp} compare {sweep} <another sweep id>{opts}")
         lines.append(f"  browse:   {browse(uri, benchmark, experiment, root)}")
     return lines
 
@@ -102,9 +111,9 @@ def browse(uri: str | None, benchmark: str, experiment: str, root: Path) -> str:
         return f"no experiment {experiment!r} in the store yet"
     if served:
         return runs_url(shown(uri), exp_id)
-    command = "washexp ui" + ("" if uri is None else f" --tracking-uri {shown(uri)}")
+    ui = f"{command(root)} ui" + ("" if uri is None else f" --tracking-uri {shown(uri)}")
     opts = "" if experiment == "compaction" else f" --experiment {experiment}"
-    return f"{command}{opts}   (then {runs_url(UI_BASE, exp_id)})"
+    return f"{ui}{opts}   (then {runs_url(UI_BASE, exp_id)})"
 
 
 UI_BASE = "http://127.0.0.1:5000"

@@ -93,6 +93,12 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
     )
     cache = sweep.shared(("frozen", id(roles)), lambda: FrozenCache(roles))
     method = method_for(c.method, roles)
+    widest = max(tasks, key=lambda t: len(t.units))
+    if not method.whole and c.topn > len(widest.units):  # every task would fuse all its units: a repeat of a smaller N
+        raise ConfigError(
+            f"topn={c.topn}: the most evidence units a chosen task has is {len(widest.units)} ({widest.id}); "
+            "a larger N fuses the same units"
+        )
     arm = Arm(method.name, None if method.whole else c.topn)
     ident = identify(cfg, _family(cfg, method, arm, roles), sweep.shared(("code", CODE), _code), _model(cfg, roles))
     source = sweep.shared("package_source", package_source)

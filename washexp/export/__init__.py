@@ -18,6 +18,7 @@ from washexp.benchmarks import CROSS_RECORDS, RECORDS
 from washexp.errors import ConfigError, WashexpError
 from washexp.export import crossmodel
 from washexp.export.records import Record
+from washexp.export.selection import in_sweeps, tag
 from washexp.tracking.reader import search
 
 
@@ -58,6 +59,13 @@ def build(options: ExportOptions) -> list[Record]:
     if options.models and topic not in crossmodel.PARENT_KIND:
         raise ConfigError(f"--models: the {topic} records have no cross-model record")
     runs = load_runs(options.uri, options.experiment)
+    sweeps = tag(runs, "sweep")
+    for sweep in options.sweeps:  # a mistyped id is a usage error, not "nothing matched the filters"
+        if not in_sweeps(sweeps, (sweep,)).any():
+            raise ConfigError(
+                f"--sweep {sweep}: no run of experiment {options.experiment!r} carries this sweep id"
+                " (washexp runs lists the sweeps)"
+            )
     if options.models:
         crossmodel.check_present(runs, topic, options)
         return [CROSS_RECORDS.get(topic)(runs, options)]

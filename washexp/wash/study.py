@@ -99,11 +99,26 @@ def _gauge_for(arm: str, configured: dict[str, Any]):
     return gauge.load_gauge("off") if arm == "off" else gauge.load_gauge(configured)
 
 
+BOUNDS = (
+    ("rounds", 1, 1000),
+    ("dry_stop", 0, 1000),
+    ("sessions", 1, 10_000),
+    ("target_pct", 1, 99),
+    ("repeats", 1, 100),
+    ("passes", 1, 100),
+    ("pass_keep_pct", 1, 99),
+)
+"""Each measurement option's accepted range (``wash.measurement.<key>``)."""
+
+
 def run_job(cfg, job, sweep) -> dict[str, float]:
     w = cfg.wash
     m = w.measurement
     if m.name not in MEASUREMENTS:
         raise ConfigError(f"measurement={m.name!r}: expected one of {', '.join(MEASUREMENTS)}")
+    for key, low, high in BOUNDS:  # a count of 0 would be a measurement of nothing, recorded as one
+        if not low <= getattr(m, key) <= high:
+            raise ConfigError(f"{key}={getattr(m, key)}: must be from {low} to {high}")
     for arm in m.arms:
         if arm not in ("configured", "off"):
             raise ConfigError(f"wash.measurement.arms: {arm!r} is neither 'configured' nor 'off'")
