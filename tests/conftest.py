@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from washexp.models.llama_server import SERVER_COUNTS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -37,8 +39,9 @@ def run_cli(
     return proc
 
 
-CALL_COUNTS = ("calls_live", "calls_replayed")
-"""Metrics a replay changes by design: its calls are replayed, not live (counted apart)."""
+CALL_COUNTS = ("calls_live", "calls_replayed", *SERVER_COUNTS)
+"""Metrics a replay changes by design: its calls are replayed, not live (counted apart), and it
+starts no model server."""
 
 
 def without_calls(metrics: dict[str, float]) -> dict[str, float]:

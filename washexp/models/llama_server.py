@@ -419,6 +419,10 @@ _PROMPT_EVAL = re.compile(r"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
 _PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit")
 
 
+SERVER_COUNTS = ("server_completions", "server_prompt_tokens_evaluated", "server_prompt_tokens_reused")
+"""What the server did: a replay starts no server, so a run replayed has none of them."""
+
+
 def prompt_tokens_evaluated(logs: dict[str, str]) -> dict[str, float]:
     """From the server's log since the last look (``{"llama-server.log": text}``; nothing without a
     local server): the completions it ran, the prompt tokens it evaluated for them (llama.cpp's own
@@ -428,8 +432,5 @@ def prompt_tokens_evaluated(logs: dict[str, str]) -> dict[str, float]:
         return {}
     text = logs["llama-server.log"]
     counts = [int(n) for n in _PROMPT_EVAL.findall(text)]
-    return {
-        "server_completions": float(len(counts)),
-        "server_prompt_tokens_evaluated": float(sum(counts)),
-        "server_prompt_tokens_reused": float(sum(int(n) for n in _PREFIX_HIT.findall(text))),
-    }
+    reused = sum(int(n) for n in _PREFIX_HIT.findall(text))
+    return dict(zip(SERVER_COUNTS, (float(len(counts)), float(sum(counts)), float(reused)), strict=True))
