@@ -8,6 +8,7 @@ guards is named in its docstring.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -21,8 +22,8 @@ from washexp import masking
 from washexp.wash import gauge, pipeline, rounds
 from washexp.wash.files import read_md
 from washexp.wash.operators import make_operator
-from washexp.wash.washers import WasherError
-from washexp.wash.washers.command import LIMIT, STDERR, STDOUT, CommandWasher
+from washexp.wash.washers import WasherError, command
+from washexp.wash.washers.command import LIMIT, STDERR, STDOUT, CommandWasher, Containment, containment
 from washexp.wash.washers.confine import landlock_abi
 
 OUTSIDE = "a file outside the store: SECRET-PLANS-0xC0FFEE\n"
@@ -42,14 +43,18 @@ def sh(script: str, timeout_s: float = 60, **kw) -> CommandWasher:
     ],
     ids=["symlink", "hardlink", "fifo", "nested-symlink"],
 )
-def test_a_link_or_special_file_in_the_copy_fails_the_round(make, what, tmp_path):
+def test_a_link_or_special_file_in_the_copy_fails_the_round(make, what, tmp_path, monkeypatch):
     """The trap: ``rm versions.md && ln -s /outside versions.md`` with ``--operator approve-all``
-    applied the outside file's text into the store."""
+    applied the outside file's text into the store. The seccomp filter denies every link and
+    special file now (``test_seccomp_denies_links_and_special_files``); the check of the copy is the
+    line behind it, tested here where the filter is missing and the user opted out."""
+    monkeypatch.setattr(command, "containment", lambda: Containment({**containment().found, "seccomp": False}))
     store = copy_store("superseded", tmp_path)
     before = read_md(store)  # the store's notes (its state files are another test's business)
     outside = tmp_path / "outside.txt"
     outside.write_text(OUTSIDE)
-    washer = sh(make.format(outside=outside) + "; echo linked")
+    washer = sh(make.format(outside=outside) + "; echo linked", uncontained=True)
+    assert "UNCONTAINED (no seccomp filter)" in washer.confinement
     operator = make_operator("approve-all", ())
     with pytest.raises(WasherError) as info:
         pipeline.wash(store, washer, gauge.load_gauge("off"), operator, tier="full")
@@ -57,6 +62,18 @@ def test_a_link_or_special_file_in_the_copy_fails_the_round(make, what, tmp_path
     assert info.value.artifacts[STDOUT] == "linked\n"  # the program's output is kept with the failure
     assert read_md(store) == before
     assert all("SECRET-PLANS" not in text for text in read_md(store).values())
+
+
+@pytest.mark.skipif(not containment().found.get("seccomp"), reason="this kernel has no seccomp filter")
+def test_seccomp_denies_links_and_special_files(tmp_path):
+    """The same programs with the filter in force: the link is never made (``EPERM``)."""
+    files = read_md(copy_store("superseded", tmp_path))
+    outside = tmp_path / "outside.txt"
+    outside.write_text(OUTSIDE)
+    script = f"ln -s {outside} a.md; ln MEMORY.md b.md; mkfifo c.md; ls"
+    proposal = sh(script).propose(files, (), tmp_path / "scratch")
+    assert proposal.artifacts[STDERR].count("Operation not permitted") == 3, proposal.artifacts[STDERR]
+    assert proposal.artifacts[STDOUT].split() == sorted(files)
 
 
 def test_a_failed_round_keeps_the_programs_output_in_the_run(tmp_path):
@@ -93,22 +110,29 @@ def test_the_program_gets_no_credentials_unless_named(tmp_path, monkeypatch):
     }
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("WASHEXP_PLAIN_SETTING", "kept")
+    monkeypatch.setenv("WASHEXP_PLAIN_SETTING", "not passed")
+    monkeypatch.setenv("WASHEXP_NAMED_SETTING", "passed")
+    monkeypatch.setenv("LC_TIME", "C")
     monkeypatch.setattr(masking, "_declared", {"DASHSCOPE_KEY"})
     files = read_md(copy_store("lean", tmp_path))
-    proposal = sh(PRINT_ENV, env=["HF_TOKEN"]).propose(files, (), tmp_path / "scratch")
+    proposal = sh(PRINT_ENV, env=["HF_TOKEN", "WASHEXP_NAMED_SETTING"]).propose(files, (), tmp_path / "scratch")
     seen = json.loads(proposal.artifacts[STDOUT])
     assert {n for n in secrets if n in seen} == {"HF_TOKEN"}
-    assert seen["WASHEXP_PLAIN_SETTING"] == "kept" and seen["PATH"] == os.environ["PATH"]
+    assert "WASHEXP_PLAIN_SETTING" not in seen and seen["WASHEXP_NAMED_SETTING"] == "passed"  # built, not inherited
+    assert seen["PATH"] == os.environ["PATH"] and seen["LC_TIME"] == "C"
     assert Path(seen["WASHEXP_STORE"]).name.startswith("store-") and Path(seen["TMPDIR"]).is_dir()
 
 
-def _gone(pid: int, within_s: float = 5.0) -> bool:
+def _gone(marker: bytes, within_s: float = 5.0) -> bool:
+    """No process of this machine has ``marker`` in its command line (a pid from inside the
+    program's PID namespace means nothing out here)."""
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        alive = []
+        for path in Path("/proc").glob("[0-9]*/cmdline"):
+            with contextlib.suppress(OSError):  # a process that just ended
+                alive += [path] if marker in path.read_bytes() else []
+        if not alive:
             return True
         time.sleep(0.05)
     return False
@@ -123,7 +147,8 @@ def test_a_detached_child_in_a_new_session_is_killed(tail, timeout_s, tmp_path):
     """The trap: ``setsid sleep 25 &`` outlived washexp (its group was killed, a new session is
     another group). It must be gone when the round ends, whether the program ended or timed out."""
     files = read_md(copy_store("lean", tmp_path))
-    script = f"setsid sleep 25 >/dev/null 2>&1 </dev/null & echo $! > pid.txt; {tail}"
+    marker = f"25.{os.getpid()}{time.monotonic_ns() % 10**9}"  # sleep 25.NNN: this test's own
+    script = f"setsid sleep {marker} >/dev/null 2>&1 </dev/null & echo $! > pid.txt; {tail}"
     started = time.monotonic()
     try:
         sh(script, timeout_s=timeout_s).propose(files, (), tmp_path / "scratch")
@@ -131,8 +156,8 @@ def test_a_detached_child_in_a_new_session_is_killed(tail, timeout_s, tmp_path):
         assert "timed out" in str(err)
     assert time.monotonic() - started < 20
     (copy,) = (tmp_path / "scratch").glob("store-*")
-    pid = int((copy / "pid.txt").read_text())
-    assert _gone(pid), f"the detached child {pid} outlived its round"
+    assert int((copy / "pid.txt").read_text()) > 0  # it was started
+    assert _gone(f"sleep\0{marker}\0".encode()), f"the detached child (sleep {marker}) outlived its round"
 
 
 def test_output_is_capped_and_counted(tmp_path):
@@ -149,7 +174,7 @@ def test_output_is_capped_and_counted(tmp_path):
     assert len(out) < LIMIT + 200 and len(err) < LIMIT + 200
 
 
-@pytest.mark.skipif(landlock_abi() < 1, reason="this kernel has no Landlock")
+@pytest.mark.skipif(not containment().complete(), reason=f"this machine has {', '.join(containment().missing())}")
 def test_landlock_denies_writes_outside_the_copy(tmp_path):
     """The trap: the program could write anywhere (the real store, the user's files)."""
     store = copy_store("lean", tmp_path)
@@ -160,7 +185,7 @@ def test_landlock_denies_writes_outside_the_copy(tmp_path):
         f"echo hacked > {victim}; echo x > {tmp_path}/new.txt; echo y > {store}/conventions.md; ln {victim} v.md;"
         " echo ok > inside.txt && echo tmp > $TMPDIR/t && echo done"
     )
-    assert washer.confinement == f"subreaper+landlock-abi{landlock_abi()}"
+    assert washer.confinement == f"subreaper+pid-mount-ns+landlock-abi{landlock_abi()}+seccomp+no-caps"
     proposal = washer.propose(read_md(store), (), tmp_path / "scratch")
     assert proposal.artifacts[STDOUT] == "done\n"  # inside its copy and its temp folder it may write
     assert proposal.artifacts[STDERR].count("Permission denied") == 3  # and ln's own message:

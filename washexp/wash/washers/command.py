@@ -25,17 +25,26 @@ program's stdout and stderr are the proposal's artifacts ``command.stdout.txt`` 
 ``command.stderr.txt``, each capped at ``LIMIT`` bytes as it is read (the rest is counted, named
 in a last line, never held in memory).
 
-The program is contained (``confine.py`` is its parent; docs/command-washer.md):
+The program is contained: it sees its copy and nothing else of ours (``confine.py`` is its
+parent; docs/command-washer.md says what each mechanism holds and why):
 
-- every descendant ends with the round: the launcher is a child subreaper, so a child that
-  detaches into a new session is still its own to kill, when the program ends and at the timeout;
-- its environment holds no credential (:func:`washexp.masking.clean_env`: ``*_API_KEY``,
-  ``*_TOKEN``, ``*SECRET*``, the configured ``endpoint.api_key_env``) except the names in ``env``;
+- every descendant ends with the round: it is process 1 of its own PID namespace, and the
+  launcher is a child subreaper besides, when the program ends and at the timeout;
+- it sees only its own processes (a ``/proc`` of its PID namespace, in its own mount namespace):
+  not washexp's environment, memory or open files, nor any other process's;
+- its environment is built, not inherited: ``BASE_ENV`` (PATH, HOME, the locale...) and the
+  names in ``env``, never a credential unless ``env`` names it (:func:`washexp.masking.is_secret`);
   ``TMPDIR`` is a private folder beside the copy;
-- where the kernel has Landlock it may write only in its copy, its temp folder and the
-  ``writable`` folders; :attr:`CommandWasher.confinement` names what was in force (a run param);
+- Landlock: it reads only the system folders, the Python washexp runs on, its own program's
+  folder, ``readable`` and ``writable``; it writes only in its copy, its temp folder and ``writable``;
+- seccomp: chmod, chown, utime, xattrs, links, device nodes, ptrace, mounts and namespaces are
+  denied (``EPERM``) everywhere, as root too, and every capability is dropped;
 - a symlink, a hard link or a special file anywhere in its copy, or a copy replaced or removed,
   fails the round: only plain files are read back.
+
+Where the kernel lacks one of these the washer refuses to be built (one line) unless
+``uncontained=True``; :attr:`CommandWasher.confinement` names what was in force (a run param),
+and says ``UNCONTAINED`` with what was missing.
 
 A program that is not found, exits non-zero, outlives ``timeout_s`` or leaves such a copy raises a
 one-line :class:`~washexp.wash.washers.WasherError` carrying its stdout and stderr.
@@ -44,7 +53,9 @@ one-line :class:`~washexp.wash.washers.WasherError` carrying its stdout and stde
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import difflib
+import functools
 import json
 import os
 import selectors
@@ -59,7 +70,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from washexp.errors import ConfigError
-from washexp.masking import clean_env
+from washexp.masking import is_secret
 from washexp.wash.apply import is_pinned
 from washexp.wash.plan import Plan, PlanItem, line_ending, split_lines
 from washexp.wash.washer import Keep, Proposal, target_of
@@ -73,6 +84,57 @@ LIMIT = 1 << 20
 """Bytes of stdout, and of stderr, kept; the rest is counted and dropped as it arrives."""
 GRACE_S = 10.0
 """How long the launcher has to end every descendant once told to stop."""
+BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")
+"""The variables of washexp's environment the program gets (with ``LC_*`` and ``washer.env``)."""
+SYSTEM_READABLE = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+"""Folders the program may read and execute from, where they exist (with Landlock in force)."""
+NAMES = {"namespaces": "pid-mount-ns", "landlock": "landlock", "seccomp": "seccomp", "nocaps": "no-caps"}
+MISSING = {
+    "namespaces": "no PID and mount namespaces",
+    "landlock": "no Landlock",
+    "seccomp": "no seccomp filter",
+    "nocaps": "capabilities cannot be dropped",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Containment:
+    """What this kernel offers to contain a program (``confine.py --probe``, each tried for real)."""
+
+    found: dict
+
+    def missing(self) -> list[str]:
+        return [MISSING[m] for m in confine.MECHANISMS if not self.found.get(m)]
+
+    def complete(self) -> bool:
+        return not self.missing()
+
+    def usable(self) -> tuple[str, ...]:
+        return tuple(m for m in confine.MECHANISMS if self.found.get(m))
+
+
+@functools.cache
+def containment() -> Containment:
+    """Probe once per process (a child Python that tries each mechanism in its own children)."""
+    if sys.platform != "linux":
+        return Containment({})
+    done = subprocess.run(
+        [sys.executable, "-I", str(confine.__file__), "--probe"], capture_output=True, text=True, timeout=60
+    )
+    try:
+        found = json.loads(done.stdout) if done.returncode == 0 else {}
+    except ValueError:
+        found = {}
+    return Containment(found if isinstance(found, dict) else {})
+
+
+def program_env(environ: dict[str, str], named: Sequence[str]) -> dict[str, str]:
+    """The program's environment: ``BASE_ENV``, ``LC_*`` and the ``named`` variables of ``environ``;
+    nothing else (a credential only when named)."""
+    keep = set(named)
+    return {
+        k: v for k, v in environ.items() if k in keep or ((k in BASE_ENV or k.startswith("LC_")) and not is_secret(k))
+    }
 
 
 def _content(text: str) -> list[str]:
@@ -173,10 +235,12 @@ def _strange(st: os.stat_result) -> str | None:
     return "a hard link" if st.st_nlink > 1 else None
 
 
-def _program_found(program: str, copy: Path, path_env: str | None) -> bool:
+def _program_found(program: str, copy: Path, path_env: str | None) -> str | None:
+    """The program's path (relative to the copy, the program's cwd), or ``None``."""
     if os.sep in program:
-        return os.access(copy / program, os.X_OK)  # relative to the copy, the program's cwd
-    return shutil.which(program, path=path_env) is not None
+        path = copy / program
+        return str(path) if os.access(path, os.X_OK) else None
+    return shutil.which(program, path=path_env)
 
 
 def _check_copy(copy: Path, made: os.stat_result, artifacts: dict[str, str]) -> None:
@@ -207,6 +271,8 @@ class CommandWasher:
         timeout_s: float = 300,
         env: Sequence[str] = (),
         writable: Sequence[str] = (),
+        readable: Sequence[str] = (),
+        uncontained: bool = False,
     ):
         if sys.platform != "linux":
             raise ConfigError("washer command: runs only on Linux, where it can be contained (a child subreaper)")
@@ -216,26 +282,44 @@ class CommandWasher:
             raise ConfigError(f"washer command: every argument of command must be a non-empty string, got {command!r}")
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0:
             raise ConfigError(f"washer command: timeout_s must be a number > 0, got {timeout_s!r}")
-        for key, names in (("env", env), ("writable", writable)):
+        for key, names in (("env", env), ("writable", writable), ("readable", readable)):
             if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
                 raise ConfigError(f"washer command: {key} must be a list of non-empty strings, got {names!r}")
-        if not all(os.path.isabs(p) for p in writable):
-            raise ConfigError(f"washer command: every folder in writable must be an absolute path, got {writable!r}")
+        for key, folders in (("writable", writable), ("readable", readable)):
+            if not all(os.path.isabs(p) for p in folders):
+                raise ConfigError(f"washer command: every folder in {key} must be an absolute path, got {folders!r}")
+        if not isinstance(uncontained, bool):
+            raise ConfigError(f"washer command: uncontained must be true or false, got {uncontained!r}")
         self.command = tuple(command)
         self.timeout_s = float(timeout_s)
-        self.env, self.writable = tuple(env), tuple(writable)
-        abi = confine.landlock_abi()
-        self.confinement = f"subreaper+landlock-abi{abi}" if abi else "subreaper"
+        self.env, self.writable, self.readable = tuple(env), tuple(writable), tuple(readable)
+        offered = containment()
+        if not offered.complete() and not uncontained:
+            raise ConfigError(
+                f"washer command: this machine cannot contain the program ({', '.join(offered.missing())}); "
+                "washer.uncontained=true runs it anyway, and the run records that"
+            )
+        self.mechanisms = offered.usable()
+        abi = offered.found.get("landlock_abi", 0)
+        parts = ["subreaper", *(f"landlock-abi{abi}" if m == "landlock" else NAMES[m] for m in self.mechanisms)]
+        self.confinement = "+".join(parts)
         """What contains the program on this machine (a run's ``confinement`` param)."""
+        if not offered.complete():
+            self.confinement += f" UNCONTAINED ({', '.join(offered.missing())})"
 
     def run(self, copy: Path, tmp: Path) -> tuple[str, str]:
         """Run the program in ``copy`` (``tmp`` is its temp folder); its (stdout, stderr), or ``WasherError``."""
         argv = [arg.replace("{store}", str(copy)) for arg in self.command]
-        env = {**clean_env(os.environ, self.env), "WASHEXP_STORE": str(copy)}
+        env = {**program_env(dict(os.environ), self.env), "WASHEXP_STORE": str(copy)}
         env |= {"TMPDIR": str(tmp), "TMP": str(tmp), "TEMP": str(tmp)}
-        if not _program_found(argv[0], copy, env.get("PATH")):
+        found = _program_found(argv[0], copy, env.get("PATH"))
+        if not found:
             raise WasherError(f"washer command: program not found: {argv[0]}")
-        spec = {"landlock": "landlock" in self.confinement, "writable": [str(copy), str(tmp), *self.writable]}
+        spec = {
+            "use": list(self.mechanisms),
+            "readable": self._readable(found),
+            "writable": [str(copy), str(tmp), *self.writable],
+        }
         launcher = [sys.executable, "-I", str(confine.__file__), json.dumps(spec), "--", *argv]
         pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         proc = subprocess.Popen(launcher, cwd=copy, env=env, start_new_session=True, **pipes)
@@ -259,6 +343,15 @@ class CommandWasher:
             msg = f"washer command: {argv[0]} exited with status {code}" + (f": {detail}" if detail else "")
             raise WasherError(msg, arts)
         return stdout, stderr
+
+    def _readable(self, program: str) -> list[str]:
+        """Where the program may read: the system folders, the Python washexp runs on (a
+        ``python`` program needs its library), its own folder (links resolved), ``readable``,
+        and ``/proc`` only when it is the program's own (its PID namespace's)."""
+        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+        own = [os.path.dirname(os.path.realpath(program))]
+        proc = ["/proc"] if "namespaces" in self.mechanisms else []
+        return list(dict.fromkeys([*SYSTEM_READABLE, *proc, *sorted(prefixes), *own, *self.readable]))
 
     def propose(self, files: dict[str, str], keeps: tuple[Keep, ...], scratch: Path) -> Proposal:
         """Copy ``files`` into a fresh folder under ``scratch``, run the program there, diff."""
