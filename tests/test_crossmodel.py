@@ -147,7 +147,10 @@ def test_models_flag_writes_the_same_record(compaction, tmp_path):
     "args, message",
     [
         (("--models", "ctx-model,qwen-absent"), "no compaction runs of model qwen-absent"),
-        (("--models", "ctx-model,empty-model", "--sweep", "1999-01-01/00-00-00"), "of the chosen sweeps"),
+        (
+            ("--models", "ctx-model,empty-model", "--sweep", "1999-01-01/00-00-00"),
+            "--sweep 1999-01-01/00-00-00: no run of",
+        ),
         (("--models", "ctx-model"), "name two models or more"),
         (("--models", "ctx-model,ctx-model"), "a model is named twice"),
         (("--models", "ctx-model,empty-model", "--model", "ctx-model"), "--model and --models"),
