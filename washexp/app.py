@@ -34,7 +34,7 @@ from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
 from washexp.ledger import closing_lines
 from washexp.masking import declare, guarded_streams
 from washexp.models.cost import new_command
-from washexp.registry import close_names
+from washexp.registry import close_names, did_you_mean
 from washexp.sweep import Sweep, raise_if_stopped, sigint_as_interrupt, sigterm_as_exit, watch_stops
 
 HELP_FLAGS = {"--help", "-h"}
@@ -79,7 +79,6 @@ def check_override_keys(args: list[str], root: Path) -> None:
     import dataclasses
 
     from washexp.config import Config
-    from washexp.registry import close_names
 
     known = [f.name for f in dataclasses.fields(Config)] + [p.name for p in (root / "conf").iterdir() if p.is_dir()]
     known += [*SHORT_KEYS, *(p.rstrip(".") for p in SHORT_PREFIXES), "hydra"]
@@ -89,9 +88,7 @@ def check_override_keys(args: list[str], root: Path) -> None:
             continue
         head = re.split(r"[./@]", key, maxsplit=1)[0]  # compaction.topn, hydra/launcher, model@pkg
         if head not in known:
-            close = close_names(head, known)
-            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-            raise ConfigError(f"{arg}: no such config key {head!r}{hint}")
+            raise ConfigError(f"{arg}: no such config key {head!r}{did_you_mean(head, known)}")
 
 
 @dataclass(frozen=True)
@@ -165,8 +162,7 @@ def check_known_keys(cfg) -> None:
     where, declared = found[0]
     name = where.rpartition(".")[2]
     known = declared + ([*SHORT_KEYS, *(p.rstrip(".") for p in SHORT_PREFIXES)] if "." not in where else [])
-    close = close_names(name, known)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    hint = did_you_mean(name, known)
     raise ConfigError(f"{where}: no such config key{hint} (a +key override adds a key nothing reads)")
 
 

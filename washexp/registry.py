@@ -24,9 +24,14 @@ def close_names(name: str, known: list[str]) -> list[str]:
     return [by_lower[c] for c in difflib.get_close_matches(name.lower(), list(by_lower), n=3)]
 
 
-def unknown_name(kind: str, name: str, known: list[str]) -> str:
+def did_you_mean(name: str, known: list[str]) -> str:
+    """``"; did you mean 'S'?"`` for a line that names a slip, or ``""`` when nothing is close."""
     close = close_names(name, known)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+
+def unknown_name(kind: str, name: str, known: list[str]) -> str:
+    hint = did_you_mean(name, known)
     return f"unknown {kind} {name!r}{hint} (known: {', '.join(sorted(known))})"
 
 
