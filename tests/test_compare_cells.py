@@ -7,6 +7,8 @@ per round; a condition that failed in B hides the fields it lost.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from washexp.compaction import compare as compaction
@@ -387,3 +389,145 @@ def test_a_fact_accuracy_regression_with_the_same_retention_is_a_regression():
     assert found.worst_drop == pytest.approx(0.5) and found.regressed(0, 0.05)
     assert "fact_accuracy S top3 (primary): 1.000 -> 0.500" in found.lines[0]
     assert not compaction.compare(study(0.5), study(1.0)).regressed(0, 0.05)  # an improvement is none
+
+
+def test_the_wash_json_carries_survival_per_class_and_round_and_the_cliffs():
+    two = {"m1": "v1.2.3", "m2": "v2.31.0", "m3": "never page twice"}
+    a = _wash({("lean", 1): [], ("lean", 2): ["m1"]}, {"lean": two})
+    b = _wash({("lean", 1): ["m1"], ("lean", 2): ["m1", "m2"]}, {"lean": two})
+    found = wash.compare(a, b)
+    g = "ceiling · reference · off (off)"
+    assert found.data["survival"] == {
+        "A": [
+            {"group": g, "class": "prose", "round": 1, "survival": 1.0},
+            {"group": g, "class": "prose", "round": 2, "survival": 1.0},
+            {"group": g, "class": "version", "round": 1, "survival": 1.0},
+            {"group": g, "class": "version", "round": 2, "survival": 0.5},
+        ],
+        "B": [
+            {"group": g, "class": "prose", "round": 1, "survival": 1.0},
+            {"group": g, "class": "prose", "round": 2, "survival": 1.0},
+            {"group": g, "class": "version", "round": 1, "survival": 0.5},
+            {"group": g, "class": "version", "round": 2, "survival": 0.0},
+        ],
+    }
+    assert found.data["cliffs"] == {
+        "A": [{"group": g, "class": "prose", "round": None}, {"group": g, "class": "version", "round": 2}],
+        "B": [{"group": g, "class": "prose", "round": None}, {"group": g, "class": "version", "round": 1}],
+    }
+    assert f"cliff: version first falls at round 1 in B (2 in A) [{g}]" in found.lines
+    # B's own lines come after the verdict's: LOST first, then the store mean, then the cliff
+    assert found.lines == [
+        f"LOST in B: lean m1 'v1.2.3' (version) at round 1 [{g}]",
+        f"LOST in B: lean m2 'v2.31.0' (version) at round 2 [{g}]",
+        f"store mean: lean [{g}] muscle kept 0.667 -> 0.333",
+        f"cliff: version first falls at round 1 in B (2 in A) [{g}]",
+    ]
+
+
+def test_a_cliff_at_the_same_round_in_both_is_no_finding_and_an_even_store_no_mean_line():
+    a = _wash({("lean", 1): [], ("lean", 2): ["m2"]})
+    found = wash.compare(a, a)
+    assert found.lines == [] and found.worst_drop == 0.0 and found.needles_lost == 0
+    assert found.data["store_means"][0]["drop"] == 0.0
+
+
+@pytest.mark.parametrize("side", ["A", "B"])
+def test_a_wash_record_without_its_muscle_table_is_named_by_side(side):
+    bare = _kept()
+    del bare["data"]["wash_muscle"]
+    pair = (bare, _kept()) if side == "A" else (_kept(), bare)
+    with pytest.raises(ConfigError, match=f"^{side}: the record has no wash_muscle table"):
+        wash.compare(*pair)
+
+
+def test_nothing_in_common_names_the_wash_cells():
+    a = _wash({("lean", 1): []})
+    b = _wash({("plump", 1): []})
+    with pytest.raises(ConfigError, match="no measurement x washer x store x round x needle cell in common"):
+        wash.compare(a, b)
+
+
+# ---------------------------------------------------------------- the command, in process, on record files
+
+from washexp import compare as compare_cli  # noqa: E402
+
+
+def _files(tmp_path, a: dict, b: dict):
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_text(json.dumps(a), encoding="utf-8")
+    pb.write_text(json.dumps(b), encoding="utf-8")
+    return str(pa), str(pb)
+
+
+def test_the_command_on_two_record_files_exits_1_on_a_lost_needle_and_says_so(tmp_path, capsys):
+    a, b = _files(
+        tmp_path, _kept(), _wash({("lean", 1): [], ("lean", 2): ["m2"], ("lean", 3): ["m2"], ("plump", 1): []})
+    )
+    assert compare_cli.main([a, a]) == 0
+    assert capsys.readouterr().out.splitlines() == ["no regression: 0 needle(s) lost in B, worst mean drop +0.000"]
+    assert compare_cli.main([a, b]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "REGRESSION: 1 needle(s) lost in B, worst mean drop +0.333"
+    assert out[1].startswith("LOST in B: lean m2 'v2.31.0'")
+    # the thresholds: one lost needle allowed, and a drop of 1/3 within 0.34
+    assert compare_cli.main([a, b, "--max-needles-lost", "1", "--max-mean-drop", "0.34"]) == 0
+    capsys.readouterr()
+    assert compare_cli.main([a, b, "--max-needles-lost", "1"]) == 1  # the default mean drop is 0.05
+    capsys.readouterr()
+
+
+def test_the_command_json_is_the_findings_with_the_thresholds(tmp_path, capsys):
+    short = _wash({("lean", 1): [], ("lean", 2): ["m2"], ("lean", 3): ["m2"]})
+    a, b = _files(tmp_path, _kept(), short)
+    assert compare_cli.main([a, b, "--json", "--allow-subset"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    head = {k: out[k] for k in list(out)[:10]}
+    assert head == {
+        "schema": 1,
+        "topic": "wash",
+        "regression": True,
+        "needles_lost": 1,
+        "worst_mean_drop": pytest.approx(1 / 3),
+        "cells_a": 10,
+        "missing_in_b": 1,
+        "subset": True,
+        "missing": [["ceiling", "reference", "off (off)", "plump"]],
+        "thresholds": {"max_needles_lost": 0, "max_mean_drop": 0.05},
+    }
+    assert set(out) - set(head) == {"lost_in_b", "store_means", "survival", "cliffs"}
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        (lambda p: p.write_text("{", encoding="utf-8"), "not a readable record"),
+        (lambda p: p.write_text('{"schema": 2, "data": {}}', encoding="utf-8"), "not a washexp record of schema 1"),
+        (lambda p: p.write_text('{"schema": 1}', encoding="utf-8"), "not a washexp record of schema 1"),
+        (lambda p: p.write_text("[1]", encoding="utf-8"), "not a washexp record of schema 1"),
+    ],
+)
+def test_the_command_refuses_a_file_that_is_not_a_record_in_one_line(tmp_path, capsys, setup, message):
+    good, _ = _files(tmp_path, _kept(), _kept())
+    bad = tmp_path / "bad.json"
+    setup(bad)
+    assert compare_cli.main([good, str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"washexp compare: {bad}: {message}") and err.count("\n") == 1
+
+
+def test_the_command_usage_errors_are_one_line_exit_2(tmp_path, capsys):
+    a, b = _files(tmp_path, _kept(), _kept())
+    assert compare_cli.main([a, b, "--sweep", "x"]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"washexp compare: --sweep goes with model:NAME sides; {a} is a record or a sweep already\n"
+    )
+    assert compare_cli.main(["model:m", "model:m"]) == 2
+    assert capsys.readouterr().err == "washexp compare: A and B are both model:m: name two models\n"
+    assert compare_cli.main([a]) == 2
+    assert capsys.readouterr().err.startswith("washexp compare: the following arguments are required: b")
+    assert compare_cli.main([a, b, "--max-needles-lost", "x"]) == 2
+    assert "--max-needles-lost: invalid int value" in capsys.readouterr().err
+    assert compare_cli.main([a, b, "--max-mean-drop", "x"]) == 2
+    assert "--max-mean-drop: invalid float value" in capsys.readouterr().err

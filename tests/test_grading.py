@@ -111,3 +111,15 @@ def test_an_extra_key_in_a_nested_object_is_a_miss():
     assert not strict_equal(expected, {"owner": {"name": "ana", "team": "ops", "pager": True}})
     assert not strict_equal({"owner": {"name": "ana", "team": "ops", "pager": True}}, expected)
     assert not unordered_equal([{"a": 1}], [{"a": 1, "b": 2}])
+
+
+def test_a_format_failure_is_a_reply_outside_the_asked_shape(payment):
+    # counted apart from grading (format_failures): malformed, or facts whose keys are not the asked fields
+    assert grade(payment, "not json").format_failure is True
+    exact = grade(payment, json.dumps({"facts": payment.expected}))
+    assert exact.format_failure is False and exact.malformed is False
+    extra = grade(payment, json.dumps({"facts": dict(payment.expected, note="x")}))
+    assert extra.format_failure is True and not extra.malformed
+    short = dict(payment.expected)
+    short.pop(next(iter(short)))
+    assert grade(payment, json.dumps({"facts": short})).format_failure is True

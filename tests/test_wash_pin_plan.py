@@ -120,3 +120,64 @@ def test_an_untouched_file_that_is_not_utf8_does_not_stop_the_plan(tmp_path):
     applied = apply_plan(store, plan, digests(store))
     assert applied.written == ("notes.md",)
     assert (store / "latin.md").read_bytes() == b"caf\xe9\n"
+
+
+# ---- screen() in memory: the two views of a file, line-range merge pairs, what passes through
+
+from washexp.wash.pin_screen import screen  # noqa: E402
+
+PINNED = "---\npinned: true\n---\nbody\n"
+OPEN_BLOCK = "---\ntitle: x\nline two\r\nline three\r\nline four\n"  # never closes: an incapacity pin
+
+
+def _item(file, start, end, op, text=None):
+    return PlanItem(file, start, end, "duplicate", "r", op, text)
+
+
+@pytest.mark.parametrize(
+    "disk, seen", [(PINNED, "body\n"), ("body\n", PINNED), (OPEN_BLOCK, PINNED), (PINNED, OPEN_BLOCK)]
+)
+def test_a_pin_on_disk_or_in_the_planned_text_refuses_the_plan(disk, seen):
+    # the quick tier may have changed the text the washer saw: either view's marker pin refuses
+    # the whole plan, even when the other view is only unprovable
+    plan = Plan((_item("a.md", 1, 1, "delete"),))
+    with pytest.raises(PinnedPlan) as err:
+        screen(plan, {"a.md": seen}, {"a.md": disk.encode()})
+    assert err.value.files == ["a.md"]
+
+
+def test_a_file_the_plan_alone_knows_is_judged_on_its_planned_text():
+    plan = Plan((_item("a.md", 1, 1, "delete"),))
+    with pytest.raises(PinnedPlan):
+        screen(plan, {"a.md": PINNED}, {})
+    assert screen(plan, {"a.md": "body\n"}, {}).refused == ()
+
+
+def test_an_unpinned_plan_passes_through_unchanged():
+    plan = Plan((_item("a.md", 1, 1, "delete"),), washer="w", notes=("n",))
+    out = screen(plan, {"a.md": "body\n"}, {"a.md": b"body\n"})
+    assert out.plan is plan and out.refused == ()
+
+
+def test_a_line_range_delete_pairs_with_the_rewrite_that_holds_exactly_its_lines():
+    files = {"a.md": OPEN_BLOCK, "b.md": "B\n"}
+    raw = {k: v.encode() for k, v in files.items()}
+    holds = _item("b.md", 1, 1, "replace", "B\nline two\nline three, merged")  # CRLF lines, read as LF
+    other = _item("b.md", 1, 1, "replace", "B\ntitle: x\nline two\n")  # not the deleted range
+    for rewrite, paired in ((holds, True), (other, False)):
+        plan = Plan((_item("a.md", 3, 4, "delete"), rewrite), notes=("kept note",))
+        out = screen(plan, files, raw)
+        why = dict((it.file, w) for it, w in out.refused)
+        assert (
+            why["a.md"]
+            == "refused: a.md cannot be proved unpinned (frontmatter unverifiable inside the pin read window)"
+        )
+        if paired:
+            assert why["b.md"] == "refused: a merge pair: this rewrite holds the text of a delete refused for its pin"
+            assert out.plan.items == ()
+        else:
+            assert "b.md" not in why and out.plan.items == (other,)
+        assert out.plan.notes == ("kept note",)
+    # a rewrite of the unprovable file itself removes no text another item could hold
+    plan = Plan((_item("a.md", 1, 1, "replace", "x"), _item("b.md", 1, 1, "replace", "B\n")))
+    assert [it.file for it in screen(plan, files, raw).plan.items] == ["b.md"]

@@ -184,3 +184,35 @@ def test_a_fence_on_the_window_cut_is_no_close():
     assert len(head.encode()) == PIN_READ_BYTES
     assert is_pinned(head + "\npinned: false\n---\n") is True  # cut at the window: unverifiable
     assert is_pinned(head) is False  # the whole file: its end is a real close
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("---\ntitle: x\n", "frontmatter unverifiable inside the pin read window"),
+        ("\u200b---\ntitle: x\n---\n", "a hidden fence"),
+        (
+            "---\ntitle: x\u2028pinnedish: 1\n---\n",
+            "a character JavaScript and Python read differently, beside a pinned key",
+        ),
+    ],
+)
+def test_an_incapacity_pin_says_why_for_the_refusal_line(text, why):
+    # pin_screen names each refused file with this reason
+    assert pin_verdict(text) == pin_verdict(text.encode("utf-8"))
+    v = pin_verdict(text)
+    assert (v.pinned, v.marker, v.why) == (True, False, why)
+
+
+def test_bad_bytes_and_lone_surrogates_are_an_incapacity_pin_not_an_error():
+    # read as node reads them (U+FFFD), and a U+FFFD in the head leaves the block unverifiable;
+    # a str with a lone surrogate is read as the bytes it would be written as
+    unverifiable = "frontmatter unverifiable inside the pin read window"
+    for data in (b"---\ntitle: x\n---\n\xff\xfe body\n", "---\ntitle: x\n---\n\ud800 body\n"):
+        v = pin_verdict(data)
+        assert (v.pinned, v.marker, v.why) == (True, False, unverifiable)
+
+
+def test_only_quotes_are_taken_off_a_value():
+    assert not is_pinned("---\npinned: 'no'\n---\n")
+    assert is_pinned("---\npinned: XnoX\n---\n")  # another wrapping character is no quote: not a clearing word

@@ -511,6 +511,25 @@ def test_bad_manifest_is_exit_1(tmp_path, capsys):
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    "manifest, named",
+    [
+        ('{"muscle": "m01"}', "muscle is not a list"),
+        ('{"fat": {"id": "f01"}}', "fat is not a list"),
+        ('{"muscle": [{"id": "m01", "needle": "x"}, null]}', "muscle[1] is null"),
+        ("null", "null has no muscle or fat"),
+    ],
+)
+def test_a_manifest_score_mjs_would_throw_on_is_one_line_exit_1(tmp_path, capsys, manifest, named):
+    # score.mjs throws a TypeError here (`.map` of a non-list, `null.needle`): exit 1 with a stack
+    # trace. Ours is the same exit code with one line naming the field (docs/coalwash-departures.md).
+    fx = write_store(tmp_path / "fx", {"a.md": "x"})
+    (fx / "expected.json").write_text(manifest, encoding="utf-8")
+    code, out, err = run(capsys, str(fx), str(fx))
+    assert (code, out) == (1, "") and err.count("\n") == 1
+    assert err.startswith("score: expected.json of fx: ") and named in err
+
+
 def test_the_washexp_command_runs_the_scorer(fixture, tmp_path):
     store = copy_store(fixture, tmp_path / "store")
     (store / "tooling.md").unlink()

@@ -185,35 +185,61 @@ def compare(a: dict, b: dict, allow_subset: bool = False) -> Findings:
 
 
 def _parser(root: Path | None) -> argparse.ArgumentParser:
+    # "no mutate" marks text a reader sees in --help only (docs/mutation.md); names, actions,
+    # types and defaults are behaviour and stay mutated
     from washexp.tracking import default_uri
 
     p = argparse.ArgumentParser(
         prog="washexp compare",
-        description=__doc__.replace("``", ""),  # the module doc, as plain text
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__.replace("``", ""),  # pragma: no mutate (the module doc, as plain text)
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # pragma: no mutate
     )
-    p.add_argument("a", help="baseline: a record .json, a sweep / run id in the store, or model:NAME")
-    p.add_argument("b", help="candidate: the same")
+    p.add_argument(
+        "a",
+        help="baseline: a record .json, a sweep / run id in the store, or model:NAME",  # pragma: no mutate
+    )
+    p.add_argument(
+        "b",
+        help="candidate: the same",  # pragma: no mutate
+    )
     p.add_argument(
         "--sweep",
         action="append",
         default=[],
-        metavar="ID",
-        help="for model:NAME sides: only that sweep's runs (repeatable; default: the newest runs of each arm)",
-    )
-    p.add_argument("--max-needles-lost", type=int, default=0, help="muscle needles B may lose that A kept (default: 0)")
-    p.add_argument(
-        "--max-mean-drop", type=float, default=0.05, help="largest drop A - B of a cohort or store mean (default: 0.05)"
+        metavar="ID",  # pragma: no mutate
+        help="model:NAME sides: that sweep's runs only (repeatable; default: the newest)",  # pragma: no mutate
     )
     p.add_argument(
-        "--allow-subset", action="store_true", help="compare only the cells both have (default: B must have all of A's)"
+        "--max-needles-lost",
+        type=int,
+        default=0,
+        help="muscle needles B may lose that A kept (default: 0)",  # pragma: no mutate
     )
-    p.add_argument("--json", action="store_true", help="print the findings as JSON")
-    p.add_argument("--experiment", default="compaction", help="for sweep ids: the experiment (default: compaction)")
+    p.add_argument(
+        "--max-mean-drop",
+        type=float,
+        default=0.05,
+        help="largest drop A - B of a cohort or store mean (default: 0.05)",  # pragma: no mutate
+    )
+    p.add_argument(
+        "--allow-subset",
+        action="store_true",
+        help="compare only the cells both have (default: B must have all of A's)",  # pragma: no mutate
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the findings as JSON",  # pragma: no mutate
+    )
+    p.add_argument(
+        "--experiment",
+        default="compaction",
+        help="for sweep ids: the experiment (default: compaction)",  # pragma: no mutate
+    )
     p.add_argument(
         "--tracking-uri",
         default=default_uri(root) if root else None,
-        help="for sweep ids: the store (default: sqlite:///<project>/mlruns/mlflow.db)",
+        help="for sweep ids: the store (default: sqlite:///<project>/mlruns/mlflow.db)",  # pragma: no mutate
     )
     return p
 

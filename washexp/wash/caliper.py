@@ -172,6 +172,7 @@ class Measurement:
                 "dupTokens": self.mech_fat_dup_tokens,
                 "blankTokens": self.mech_fat_blank_tokens,
             },
+            "gzipRatio": None,  # measureEntries without withGzip (its default): informational, never computed
             "est": True,
         }
 
