@@ -54,7 +54,7 @@ from washexp.errors import WashexpError
 from washexp.hashing import canonical_json, sha256_bytes, tree_digest
 from washexp.masking import mask, mask_bytes, secret_values
 from washexp.tracking.literuns import LiteRuns, local_artifact_dir, select_runs
-from washexp.tracking.sqlite import check_store, store_path, write_ahead_log
+from washexp.tracking.sqlite import check_store, ensure_store, store_path, write_ahead_log
 from washexp.tracking.traces import ModelCall, TraceStore
 
 HASH_TAG = "washexp.hash"
@@ -344,6 +344,8 @@ class Tracker:
                 mlflow.set_tracking_uri(self.uri)
                 logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)  # its tracebacks: our one line
                 with FileLock(str(self._store_lock)):
+                    if self._db is not None:
+                        ensure_store(self._db)  # a new store whole or not at all, never half-made
                     client = MlflowClient(self.uri)  # opens (on first use migrates) the store: one process at a time
                     found = client.get_experiment_by_name(self._experiment)
                     experiment_id = (
