@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from washexp.errors import ConfigError, WashexpError
+from washexp.inputs import parse_json, read_untrusted
 from washexp.registry import unknown_name
 
 DEFAULT_GAUGE = "coalwash-1.0"
@@ -183,17 +184,10 @@ def load_state(store: str | Path, path: str | Path | None = None) -> GaugeState:
     if path is None:
         return GaugeState()
     _check_not_md(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    data = read_untrusted(path)  # a regular file of the store, capped: never a FIFO, device or link out
+    if data is None:
         return GaugeState()
-    except OSError as err:
-        raise WashexpError(f"{path}: cannot read the gauge state ({err.strerror or err})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise WashexpError(f"{path}: not JSON ({err.msg}, line {err.lineno})") from None
-    return GaugeState.from_dict(data, str(path))
+    return GaugeState.from_dict(parse_json(data, path), str(path))
 
 
 def save_state(store: str | Path, state: GaugeState, path: str | Path | None = None) -> Path | None:
