@@ -302,6 +302,11 @@ class Tracker:
         (:meth:`_find_early`), the runs opened meanwhile are created on the writer thread once the
         store is ready, and anything else that needs the store waits for it. A set-up that fails
         raises at the next tracking call, as a store failure would."""
+        # MLflow's telemetry thread (a network call at import) sets and pops a variable of
+        # os.environ while this thread may be copying it: a copy then raised KeyError
+        # ('_MLFLOW_TELEMETRY_SESSION_ID'), 1 next run in 24 of bench/bench_first_run_kills.py.
+        # Set here, on the calling thread, before any thread imports MLflow; a sweep never phones home.
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         self._db = store_path(uri)
         if self._db is not None:
             check_store(uri, write=True)  # one line for an empty, damaged or read-only file, before any work
