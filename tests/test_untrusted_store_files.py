@@ -134,3 +134,19 @@ def test_a_journal_restores_only_the_modes_and_owners_the_files_had(tmp_path):
     recover(memdir)
     after = {p.name: (p.stat().st_mode, p.stat().st_uid, p.stat().st_gid) for p in memdir.iterdir()}
     assert after == before
+
+
+def test_a_killed_gauge_write_leaves_nothing_and_the_gauge_keeps_its_mode(tmp_path):
+    """The trap: a gauge write killed midway left its temporary file in the store, and every
+    write reset the gauge file to 0600 (``mkstemp``'s mode). A kill's leftover is planted as it
+    would be left (``..washexp-gauge.json.<random>.tmp``); the next wash removes it."""
+    store = copy_store("superseded", tmp_path)
+    assert wash(store, tmp_path).returncode == 0  # the first verdict writes the gauge's state
+    gauge = store / GAUGE
+    gauge.chmod(0o664)
+    leftover = store / f".{GAUGE}.k1ll3d.tmp"
+    leftover.write_text('{"half": ')
+    done = wash(store, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not leftover.exists() and not list(store.glob(f".{GAUGE}.*"))
+    assert gauge.stat().st_mode & 0o777 == 0o664

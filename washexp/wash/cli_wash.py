@@ -136,8 +136,8 @@ def _check_store(store: Path) -> dict[str, str]:
         raise _UsageError(f"{store}: not a store (no top-level *.md files)")
     check_journal(store)  # a journal naming a path outside the store: UnsafeStore, nothing touched
     read_keeps(store)
-    if (gauge_state := state_path(store)) is not None:
-        load_state(store, gauge_state)  # a FIFO, a link out, a huge or hostile file: one line, exit 2
+    if state_path(store) is not None:
+        load_state(store)  # a FIFO, a link out, a huge or hostile file: one line, exit 2
     return store_files(store)
 
 
