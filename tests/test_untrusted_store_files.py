@@ -17,6 +17,8 @@ import pytest
 from tests.test_store_safety import crash, run
 from tests.test_wash_apply import make_store
 from tests.test_wash_washers import copy_store
+from washexp.errors import FixtureError
+from washexp.inputs import load_yaml
 from washexp.wash.apply import SNAPSHOT_DIR, WAL_NAME, recover
 
 GAUGE = ".washexp-gauge.json"
@@ -150,3 +152,25 @@ def test_a_killed_gauge_write_leaves_nothing_and_the_gauge_keeps_its_mode(tmp_pa
     assert done.returncode == 0, done.stderr
     assert not leftover.exists() and not list(store.glob(f".{GAUGE}.*"))
     assert gauge.stat().st_mode & 0o777 == 0o664
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(9)
+)
+
+
+@pytest.mark.parametrize("text", [BOMB, "a: &a [*a]\n"], ids=["nine-of-nine", "self"])
+def test_a_yaml_alias_bomb_is_refused_in_one_line(text, tmp_path):
+    """The trap: a few lines of aliases that expand to billions of values hung whatever walked the
+    loaded config (a feed's sessions, a task's fields); an alias to itself, without end."""
+    path = tmp_path / "feed.yaml"
+    path.write_text(text)
+    with pytest.raises(FixtureError) as info:
+        load_yaml(path)
+    assert "aliases expand to more than" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_yaml_with_a_few_aliases_still_loads(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text("base: &b {k: 1}\none: *b\ntwo: *b\n")
+    assert load_yaml(path) == {"base": {"k": 1}, "one": {"k": 1}, "two": {"k": 1}}

@@ -128,7 +128,7 @@ def load_yaml(path: Path) -> Any:
     """The file parsed with ``yaml.safe_load``, or one line saying where it breaks."""
     text = read_text(path)
     try:
-        return yaml.safe_load(text)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
@@ -136,3 +136,35 @@ def load_yaml(path: Path) -> Any:
         raise FixtureError(path, None, f"not valid YAML{where}: {problem}") from None
     except (ValueError, RecursionError) as err:  # e.g. a timestamp in year 0: valid YAML syntax, no value
         raise FixtureError(path, None, f"not usable YAML: {str(err).splitlines()[0] if str(err) else err!r}") from None
+    if expanded_size(data, YAML_NODES + 1) > YAML_NODES:
+        raise FixtureError(path, None, f"not usable YAML: its aliases expand to more than {YAML_NODES} values")
+    return data
+
+
+YAML_NODES = 1_000_000
+"""The most values a YAML file may expand to once its aliases are followed (an alias bomb, nine
+aliases of nine aliases..., is a few lines that expand to billions: everything that walks it hangs)."""
+
+
+def expanded_size(data: Any, stop: int) -> int:
+    """How many values ``data`` holds once every shared (aliased) part is counted each time it is
+    used; counting stops past ``stop``. Linear in the distinct values (a part's size is remembered)."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any, depth: int = 0) -> int:
+        if not isinstance(node, dict | list):
+            return 1
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if depth > 900:  # a self-referencing alias: it expands without end
+            return stop
+        children = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            total += size(child, depth + 1)
+            if total >= stop:
+                break
+        sizes[id(node)] = total
+        return total
+
+    return size(data)
