@@ -275,7 +275,7 @@ def test_a_kill_while_a_committed_apply_clears_its_snapshot_is_not_a_stuck_store
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("[{", "not JSON"),
+        ("[{", "not valid JSON"),
         ('{"target": "a.md"}', "expected a list of keeps"),
         ('{"v": "1", "keeps": []}', "must be a number"),
         ('["a.md"]', "expected an object"),
@@ -284,7 +284,7 @@ def test_a_kill_while_a_committed_apply_clears_its_snapshot_is_not_a_stuck_store
         ('[{"target": "a.md", "anchorFile": ["x"]}]', "anchorFile must be a string"),
         ('[{"target": 3, "reason": "r", "date": "d"}]', "target must be a string"),
         ('[{"target": " ", "reason": "r", "date": "d"}]', "target is empty"),
-        (b"\xff\xfe", "cannot read the keeps"),
+        (b"\xff\xfe", "not UTF-8"),
     ],
 )
 def test_a_corrupt_keeps_file_is_one_line_and_exit_2(tmp_path, text, problem):

@@ -331,7 +331,7 @@ def test_cli_refuses_a_md_state_file_and_a_corrupt_one(tmp_path):
     bad = tmp_path / "state.json"
     bad.write_text("{not json")
     r = _caliper(str(store), "--state", str(bad), cwd=tmp_path)
-    assert r.returncode == 2 and "state.json: not JSON" in r.stderr and r.stdout == ""
+    assert r.returncode == 2 and "state.json: not valid JSON" in r.stderr and r.stdout == ""
     assert bad.read_text() == "{not json"
 
 

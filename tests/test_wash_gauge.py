@@ -275,7 +275,7 @@ def test_state_refuses_a_md_path(tmp_path):
         ('{"schema": 1, "floor_tokens": -5}', "floor_tokens must be"),
         ('{"schema": 1, "sessions_per_day": 0}', "sessions_per_day must be"),
         ('{"schema": 1, "armd": true}', "unknown field 'armd'"),
-        ("{", "not JSON"),
+        ("{", "not valid JSON"),
     ],
 )
 def test_a_bad_state_file_is_one_error_naming_it(tmp_path, text, problem):

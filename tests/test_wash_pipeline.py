@@ -644,11 +644,15 @@ def test_cli_benchmark_says_a_needle_is_missing_before_the_wash_instead_of_blami
     assert proc.returncode == 2 and f": {elsewhere}: muscle[{i}].needle: " in proc.stderr
 
 
-def test_cli_apply_failure_is_one_line_and_exit_1(tmp_path):
+def test_cli_a_corrupt_gauge_state_is_one_line_and_exit_2_before_any_work(tmp_path):
+    """Found during the run (exit 1) until issue 37: the gauge's state is now read with the store's
+    other files, before any work."""
     store = write_store(tmp_path, BILLING)
-    (store / ".washexp-gauge.json").write_text("{not json")  # a corrupt gauge state: found during the run
+    (store / ".washexp-gauge.json").write_text("{not json")
+    before = tree(store)
     proc = run_wash([str(store), "--operator", "approve-all"], tmp_path)
-    assert proc.returncode == 1 and len(proc.stderr.splitlines()) == 1 and "not JSON" in proc.stderr
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and "not valid JSON" in proc.stderr
+    assert tree(store) == before
 
 
 HAVE_WASHERS = importlib.util.find_spec("washexp.wash.washers") is not None

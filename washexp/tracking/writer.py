@@ -54,7 +54,7 @@ from washexp.errors import WashexpError
 from washexp.hashing import canonical_json, sha256_bytes, tree_digest
 from washexp.masking import mask, mask_bytes, secret_values
 from washexp.tracking.literuns import LiteRuns, local_artifact_dir, select_runs
-from washexp.tracking.sqlite import check_store, store_path, write_ahead_log
+from washexp.tracking.sqlite import check_store, ensure_store, store_path, write_ahead_log
 from washexp.tracking.traces import ModelCall, TraceStore
 
 HASH_TAG = "washexp.hash"
@@ -302,6 +302,11 @@ class Tracker:
         (:meth:`_find_early`), the runs opened meanwhile are created on the writer thread once the
         store is ready, and anything else that needs the store waits for it. A set-up that fails
         raises at the next tracking call, as a store failure would."""
+        # MLflow's telemetry thread (a network call at import) sets and pops a variable of
+        # os.environ while this thread may be copying it: a copy then raised KeyError
+        # ('_MLFLOW_TELEMETRY_SESSION_ID'), 1 next run in 24 of bench/bench_first_run_kills.py.
+        # Set here, on the calling thread, before any thread imports MLflow; a sweep never phones home.
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
         self._db = store_path(uri)
         if self._db is not None:
             check_store(uri, write=True)  # one line for an empty, damaged or read-only file, before any work
@@ -344,6 +349,8 @@ class Tracker:
                 mlflow.set_tracking_uri(self.uri)
                 logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)  # its tracebacks: our one line
                 with FileLock(str(self._store_lock)):
+                    if self._db is not None:
+                        ensure_store(self._db)  # a new store whole or not at all, never half-made
                     client = MlflowClient(self.uri)  # opens (on first use migrates) the store: one process at a time
                     found = client.get_experiment_by_name(self._experiment)
                     experiment_id = (

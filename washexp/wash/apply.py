@@ -54,8 +54,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from washexp.errors import WashexpError
+from washexp.errors import FixtureError, WashexpError
 from washexp.hashing import sha256_bytes
+from washexp.inputs import read_untrusted
 from washexp.wash.files import entry_problem, md_names, name_problem
 from washexp.wash.pins import is_pinned
 from washexp.wash.plan import Plan, PlanError, apply_to_texts
@@ -179,11 +180,20 @@ def _signals_held() -> Iterator[None]:
 def _read_wal(path: Path) -> list[dict]:
     """The complete records; a torn last line (a crash mid-append) is ignored."""
     records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    raw = read_untrusted(path)  # a regular file of the store, capped: never a FIFO, device or link out
+    try:
+        text = (raw or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        raise FixtureError(path, None, "not UTF-8") from None
+    for line in text.splitlines():
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:
             break
+        except ValueError as err:  # an integer of more digits than int() converts
+            raise FixtureError(path, None, f"not usable JSON: {str(err).split(';')[0]}") from None
+        except RecursionError:
+            raise FixtureError(path, None, "not usable JSON: nested too deeply") from None
     return records
 
 
@@ -295,7 +305,9 @@ def _roll_back_journal(store: Path, journal: _Journal) -> None:
         if now == meta["sha256"] or (name not in journal.written and name not in journal.deleted):
             continue  # untouched by this apply, or its write never landed: nothing of ours to undo
         if now == journal.written.get(name) or (now is None and name in journal.deleted):
-            write_atomic(store / name, data, _Mode(meta))
+            # the mode and owner the file has (the apply kept them), or its snapshot copy's (made
+            # with the original's); never the journal's own figures, which anyone could write
+            write_atomic(store / name, data, None if now is not None else _Mode(os.lstat(snap / name)))
         else:
             conflicts.append(name)
     for name in journal.created:
@@ -309,11 +321,11 @@ def _roll_back_journal(store: Path, journal: _Journal) -> None:
 
 
 class _Mode:
-    """A stat-like view of a journal's mode and owner (what ``write_atomic`` copies); no set-id or
-    sticky bit is taken from a journal."""
+    """A stat-like view of a snapshot copy's mode and owner (what ``write_atomic`` copies); no
+    set-id or sticky bit is taken from it."""
 
-    def __init__(self, meta: dict):
-        self.st_mode, self.st_uid, self.st_gid = meta["mode"] & 0o777, meta["uid"], meta["gid"]
+    def __init__(self, st: os.stat_result):
+        self.st_mode, self.st_uid, self.st_gid = stat.S_IMODE(st.st_mode) & 0o777, st.st_uid, st.st_gid
 
 
 def _clear(store: Path) -> None:
@@ -478,6 +490,10 @@ class Transaction:
                 continue
             data = (store / name).read_bytes()
             with open(snap / name, "wb") as fh:
+                os.fchmod(fh.fileno(), stat.S_IMODE(st.st_mode) & 0o777)  # the copy carries the original's
+                if (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):  # mode and owner for a rollback
+                    with contextlib.suppress(PermissionError):
+                        os.fchown(fh.fileno(), st.st_uid, st.st_gid)
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())

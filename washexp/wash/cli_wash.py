@@ -55,7 +55,7 @@ import yaml
 from washexp.errors import FixtureError, WashexpError
 from washexp.wash.apply import Terminated, check_journal
 from washexp.wash.files import read_md
-from washexp.wash.gauge import DEFAULT_GAUGE, load_gauge, state_path
+from washexp.wash.gauge import DEFAULT_GAUGE, load_gauge, load_state, state_path
 from washexp.wash.keeps import read_keeps
 from washexp.wash.operators import OPERATORS, Interactive, Operator, make_operator
 from washexp.wash.pipeline import Receipt, wash
@@ -136,6 +136,8 @@ def _check_store(store: Path) -> dict[str, str]:
         raise _UsageError(f"{store}: not a store (no top-level *.md files)")
     check_journal(store)  # a journal naming a path outside the store: UnsafeStore, nothing touched
     read_keeps(store)
+    if state_path(store) is not None:
+        load_state(store)  # a FIFO, a link out, a huge or hostile file: one line, exit 2
     return store_files(store)
 
 

@@ -24,6 +24,12 @@ def md_names(folder: str | Path) -> list[str]:
     """The store's ``*.md`` file names, sorted."""
     with os.scandir(folder) as entries:  # a symlink is not a regular file: score.mjs does not follow it
         names = [e.name for e in entries if e.name.endswith(".md") and e.is_file(follow_symlinks=False)]
+    for name in names:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:  # a byte that is not UTF-8, kept by the OS as a lone surrogate
+            shown = os.fsencode(name).decode("utf-8", "backslashreplace")
+            raise FixtureError(folder, None, f"refusing a store file name that is not UTF-8: {shown!r}") from None
     return sorted(names, key=lambda n: n.encode("utf-16-be"))  # big-endian bytes order as code units
 
 

@@ -36,6 +36,7 @@ identity is its content, so no state is kept in it (each measurement starts fres
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from washexp.errors import ConfigError, WashexpError
+from washexp.inputs import parse_json, read_untrusted
 from washexp.registry import unknown_name
 
 DEFAULT_GAUGE = "coalwash-1.0"
@@ -179,32 +181,39 @@ def _check_not_md(path: Path) -> None:
 
 def load_state(store: str | Path, path: str | Path | None = None) -> GaugeState:
     """The store's gauge state; a fresh ``GaugeState()`` when there is no file yet (or none is kept)."""
+    inside = path is None  # the store's own file (a path the user names may be a symlink)
     path = Path(path) if path is not None else state_path(store)
     if path is None:
         return GaugeState()
     _check_not_md(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    data = read_untrusted(path, inside=inside)  # a regular file, capped: never a FIFO, device or link out
+    if data is None:
         return GaugeState()
-    except OSError as err:
-        raise WashexpError(f"{path}: cannot read the gauge state ({err.strerror or err})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise WashexpError(f"{path}: not JSON ({err.msg}, line {err.lineno})") from None
-    return GaugeState.from_dict(data, str(path))
+    return GaugeState.from_dict(parse_json(data, path), str(path))
 
 
 def save_state(store: str | Path, state: GaugeState, path: str | Path | None = None) -> Path | None:
     """Write the state atomically (same-folder temp file, then rename); return its path (None: the
-    store keeps no state, nothing is written)."""
+    store keeps no state, nothing is written). The file keeps its mode and owner; the temporary
+    files a write killed midway left are removed first."""
     path = Path(path) if path is not None else state_path(store)
     if path is None:
         return None
     _check_not_md(path)
+    for leftover in path.parent.glob(f".{path.name}.*.tmp"):  # what a write killed midway left
+        if leftover.is_file() and not leftover.is_symlink():
+            leftover.unlink(missing_ok=True)
+    try:
+        like = os.lstat(path)
+    except FileNotFoundError:
+        like = None
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        if like is not None:  # the state file keeps its mode and (where we may) its owner; a new one is 0600
+            os.fchmod(fd, like.st_mode & 0o777)
+            if (like.st_uid, like.st_gid) != (os.getuid(), os.getgid()):
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, like.st_uid, like.st_gid)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(state.to_dict(), f, indent=2)
             f.write("\n")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from washexp.errors import FixtureError
-from washexp.wash.files import entry_problem
+from washexp.inputs import parse_json, read_untrusted
 from washexp.wash.washer import Keep
 
 KEEPS = "keeps.json"
@@ -94,18 +94,10 @@ def _version(path: Path, data: Any) -> tuple[list, float]:
 def read_keeps_file(store: str | Path) -> KeepsFile:
     """The store's keeps (one a target, the latest wins) and the file's version."""
     path = Path(store) / KEEPS
-    if problem := entry_problem(path):
-        raise FixtureError(path, None, f"refusing to read the keeps: {problem}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    raw = read_untrusted(path)  # a regular file of the store, capped: never a FIFO, device or link out
+    if raw is None:
         return KeepsFile((), SCHEMA_V)
-    except (OSError, UnicodeDecodeError) as err:
-        raise FixtureError(path, None, f"cannot read the keeps ({type(err).__name__})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise FixtureError(path, None, f"not JSON ({err.msg}, line {err.lineno})") from None
+    data = parse_json(raw, path)
     entries, v = _version(path, data)
     where = "keeps" if isinstance(data, dict) else ""
     for i, entry in enumerate(entries):
