@@ -21,6 +21,7 @@ from washexp.compaction.record_data import compare_data
 from washexp.compaction.runs import metric, study_runs, topn_of, value
 from washexp.export import bootstrap, plots, selection
 from washexp.export.records import Column, Plot, Record, Table
+from washexp.export.run_facts import run_facts
 from washexp.models.base import OverWindow
 from washexp.tokens import TOKENIZER
 
@@ -151,6 +152,7 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         "tokenizer": TOKENIZER,
         "fixtures sha256 (task folder tree digest)": _fixtures(conds),
         "sweeps (overrides)": selection.sweeps(arms["sweep"], arms["overrides"]),
+        **run_facts(arms),
     }
     plugins = _unique(arms, "params.plugin")
     if plugins:  # what each plugin arm was built from: target, args, package, version, source

@@ -20,6 +20,7 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from washexp import machine
 from washexp.compaction.aggregate import arm_metrics
 from washexp.compaction.answer_format import FORMATS
 from washexp.compaction.artifacts import to_json
@@ -113,6 +114,7 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         "washexp.overrides": job.overrides,
         "washexp.source": tree_digest(source),
         "mlflow.source.git.commit": sweep.shared("git_commit", lambda: git_commit(sweep.root)) or "unknown",
+        "washexp.machine": sweep.shared("machine", machine.describe),
     }
     if isinstance(method, Plugin):
         plugin = method.spec

@@ -19,6 +19,7 @@ from washexp import __version__
 from washexp.errors import WashexpError
 from washexp.export import plots, selection
 from washexp.export.records import Column, Plot, Record, Table
+from washexp.export.run_facts import run_facts
 from washexp.wash import ported, record_fidelity
 from washexp.wash.fidelity import FIDELITY
 from washexp.wash.record_washers import gates_label, washers_table
@@ -199,6 +200,7 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left
         "washexp version (exporter)": __version__,
         "git commit of the runs": sorted({str(v) for v in _tag(parents, "mlflow.source.git.commit").dropna()}),
         "source sha256 of the runs": sorted({str(v) for v in _tag(parents, "washexp.source").dropna()}),
+        **run_facts(parents),
         "model": model,
         **({"served model (GGUF, n_ctx, server)": served} if served else {}),
         "model per seat that made a call": _seats(kids, model),

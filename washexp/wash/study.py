@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from washexp import machine
 from washexp.config import identify
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import tree_digest
@@ -171,6 +172,7 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
         "washexp.overrides": job.overrides,
         "washexp.source": tree_digest(source),
         "mlflow.source.git.commit": sweep.shared("git_commit", lambda: git_commit(sweep.root)) or "unknown",
+        "washexp.machine": sweep.shared("machine", machine.describe),
     }
     params = {**ident.params, **flat_params(served)}
     tags |= ported.releases(the_gauge.config.pins)
