@@ -21,8 +21,9 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import ROOT
 from washexp.tracking import open_tracker
-from washexp.tracking.literuns import LiteRuns, schema_head
+from washexp.tracking.literuns import LiteRuns
 from washexp.tracking.reader import has_run_tagged
+from washexp.tracking.sqlite import schema_head
 from washexp.tracking.views import VIEW_KEY, save_view, view_state
 
 

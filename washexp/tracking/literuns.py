@@ -14,10 +14,7 @@ else (a new store, an older schema, another MLflow) goes through MLflow.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import math
-import re
 import sqlite3
 import threading
 import time
@@ -26,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from washexp.tracking.sqlite import store_path
+from washexp.tracking.sqlite import schema_head, store_path
 
 # the columns of the tables written here, as MLflow's schema has them (checked on the store)
 COLUMNS = {
@@ -45,24 +42,6 @@ COLUMNS = {
 MAX_KEY, MAX_PARAM, MAX_TAG, MAX_EXPERIMENT_TAG = 250, 6000, 8000, 20000
 RUN_NAME_TAG, USER_TAG = "mlflow.runName", "mlflow.user"
 _FLOAT_MAX = 1.7976931348623157e308  # SQL has no infinity: MLflow stores +-inf as +-max
-_REVISION = re.compile(r"^(down_)?revision\s*(?::[^=]*)?=\s*(.+)$", re.M)
-_QUOTED = re.compile(r"""['"]([0-9a-f]+)['"]""")
-
-
-@functools.cache
-def schema_head() -> str | None:
-    """The alembic revision a store made by the installed MLflow is at: the one migration no
-    other names as its ``down_revision``. Read from the files; None when they cannot be found."""
-    spec = importlib.util.find_spec("mlflow")  # finds the package without importing it
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(spec.submodule_search_locations[0]) / "store" / "db_migrations" / "versions"
-    revisions, parents = set(), set()
-    for file in folder.glob("*.py"):
-        for down, value in _REVISION.findall(file.read_text(encoding="utf-8")):
-            (parents if down else revisions).update(_QUOTED.findall(value))
-    heads = revisions - parents
-    return heads.pop() if len(heads) == 1 else None
 
 
 def _connect(db: Path) -> sqlite3.Connection:
