@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -515,3 +517,131 @@ def test_a_rollback_never_overwrites_a_file_another_writer_changed_meanwhile(tmp
         tx.apply(change, seen, other_writer_then_crash)
     assert (store / "a.md").read_bytes() == b"# A\n\nanother session's line\n"  # theirs stands
     assert (store / "b.md").read_bytes() == b"# B\n"  # ours is undone
+
+
+# --- the change a plan makes, and the files' modes (issue 36: mutants of plan_change and write_atomic)
+
+
+def test_a_plan_change_writes_only_what_changed_and_deletes_whole_files():
+    from washexp.wash.apply import plan_change
+
+    raw = {"a.md": b"# A\nfat\n", "same.md": b"# Same\n", "gone.md": b"# Gone\n"}
+    plan = Plan(
+        (
+            PlanItem("a.md", 2, 2, "duplicate", "x", "delete"),
+            PlanItem("gone.md", 0, 0, "done-point-in-time", "x", "delete-file"),
+        )
+    )
+    change = plan_change(raw, plan)
+    assert dict(change.writes) == {"a.md": b"# A\n"} and change.deletes == ("gone.md",)
+    assert dict(change.base) == {"a.md": sha256_bytes(raw["a.md"]), "gone.md": sha256_bytes(raw["gone.md"])}
+
+
+def test_only_a_file_the_plan_edits_must_be_utf8():
+    """CoalWash's ``sniffUnrewritable``: an edited file that is not UTF-8 is refused, naming the byte;
+    one the plan deletes whole, or does not touch, is never rewritten and may hold any bytes."""
+    from washexp.wash.apply import plan_change
+
+    raw = {"a.md": b"# A\nfat\n", "latin.md": b"# caf\xe9\nfat\n", "old.md": b"\xff\xfe# UTF-16\n"}
+    kept = plan_change(raw, Plan((PlanItem("a.md", 2, 2, "duplicate", "x", "delete"),)))
+    assert dict(kept.writes) == {"a.md": b"# A\n"} and kept.deletes == ()
+    gone = plan_change(raw, Plan((PlanItem("old.md", 0, 0, "done-point-in-time", "x", "delete-file"),)))
+    assert dict(gone.writes) == {} and gone.deletes == ("old.md",)
+    with pytest.raises(ApplyError) as err:
+        plan_change(raw, Plan((PlanItem("latin.md", 2, 2, "duplicate", "x", "delete"),)))
+    assert str(err.value) == (
+        "refused: latin.md is not valid UTF-8 (byte 0xe9 at offset 5): rewriting it would lose those bytes; "
+        "convert it to UTF-8"
+    )
+
+
+def test_a_plan_that_does_not_fit_the_files_is_refused():
+    from washexp.wash.apply import plan_change
+
+    with pytest.raises(ApplyError, match=r"^refused: .*a\.md"):
+        plan_change({"a.md": b"# A\n"}, Plan((PlanItem("a.md", 5, 5, "duplicate", "x", "delete"),)))
+
+
+def test_a_plan_refused_in_the_store_names_the_step_and_touches_nothing(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\nfat\n"})
+    (memdir / "a.md").write_bytes(b"# caf\xe9\nfat\n")
+    seen = digests(memdir)
+    with pytest.raises(ApplyError) as err:
+        apply_plan(memdir, Plan((PlanItem("a.md", 2, 2, "duplicate", "x", "delete"),)), seen)
+    assert str(err.value).startswith(f"{memdir}: apply failed at plan: refused: a.md is not valid UTF-8")
+    assert (memdir / "a.md").read_bytes() == b"# caf\xe9\nfat\n"
+    assert_no_leftovers(memdir)
+
+
+def test_a_file_an_apply_creates_gets_the_mode_the_umask_gives_and_a_written_one_keeps_its_own(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\nfat\n"})
+    (memdir / "a.md").chmod(0o604)
+    old = os.umask(0o027)
+    try:
+        with Transaction(memdir) as tx:
+            tx.apply(Change({"new.md": b"# New\n", "a.md": b"# A\n"}, (), {"new.md": None}), digests(memdir))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((memdir / "new.md").stat().st_mode) == 0o640
+    assert stat.S_IMODE((memdir / "a.md").stat().st_mode) == 0o604
+    assert (memdir / "new.md").read_bytes() == b"# New\n" and (memdir / "a.md").read_bytes() == b"# A\n"
+
+
+def test_applied_names_only_the_md_files_it_wrote_and_deleted(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    (memdir / "notes.txt").write_bytes(b"not a store file\n")
+    change = Change(
+        {"a.md": b"# A2\n", "notes.txt": b"x\n"}, ("b.md",), {"notes.txt": sha256_bytes(b"not a store file\n")}
+    )
+    with Transaction(memdir) as tx:
+        applied = tx.apply(change, digests(memdir))
+    assert (applied.written, applied.deleted) == (("a.md",), ("b.md",))
+    assert applied.after == {"a.md": sha256_bytes(b"# A2\n")}
+
+
+def test_a_change_naming_a_path_or_a_symlink_is_refused_before_anything_is_written(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n"})
+    (memdir / "link.md").symlink_to(tmp_path / "outside.md")
+    seen = digests(memdir)
+    for change, problem in [
+        (Change({"../outside.md": b"x"}, ()), "'../outside.md' names a path"),
+        (Change({}, ("link.md",)), "link.md is a symlink"),
+    ]:
+        with pytest.raises(ApplyError) as err, Transaction(memdir) as tx:
+            tx.apply(change, seen)
+        assert str(err.value).startswith(f"{memdir}: apply failed at pinned: refused: {problem}")
+    assert not (tmp_path / "outside.md").exists() and (memdir / "a.md").read_bytes() == b"# A\n"
+
+
+def test_a_file_moved_since_the_plan_is_named(tmp_path):
+    """The change's base, not only ``seen``: a file the change was made on is the bytes it read."""
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n"})
+    seen = digests(memdir)
+    change = Change({"a.md": b"# A2\n"}, (), {"a.md": sha256_bytes(b"# an older A\n")})
+    with pytest.raises(ApplyError) as err, Transaction(memdir) as tx:
+        tx.apply(change, seen)
+    assert str(err.value) == (
+        f"{memdir}: apply failed at external-writer: another writer touched the store since the plan was made "
+        "(changed a.md)"
+    )
+    assert (memdir / "a.md").read_bytes() == b"# A\n"
+
+
+def test_a_rollback_that_fails_says_both_causes_and_keeps_the_journal(tmp_path):
+    memdir = make_store(tmp_path / "store")
+    seen = digests(memdir)
+
+    def overwrite_then_fail(step: str) -> None:
+        if step == "delete:scratch-2026-05.md":
+            (memdir / "MEMORY.md").write_bytes(b"# another session's index\n")  # after our write landed
+            raise OSError(28, "disk full")
+
+    with pytest.raises(ApplyError) as err:
+        apply_plan(memdir, PLAN, seen, on_step=overwrite_then_fail)
+    assert str(err.value) == (
+        f"{memdir}: apply failed at delete:scratch-2026-05.md (OSError: [Errno 28] disk full) and its rollback "
+        f"failed (ApplyError: rollback: MEMORY.md changed since the interrupted apply; left as it is, the journal "
+        f"kept in {memdir / SNAPSHOT_DIR} for a human); the journal is kept for the next start"
+    )
+    assert (memdir / SNAPSHOT_DIR / WAL_NAME).is_file()
+    assert (memdir / "MEMORY.md").read_bytes() == b"# another session's index\n"
