@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_wash_apply import PLAN, STORE, assert_no_leftovers, make_store, state
+from tests.test_wash_apply import PLAN, STORE, assert_no_leftovers, make_store
 from washexp.errors import FixtureError
 from washexp.hashing import sha256_bytes
 from washexp.wash.apply import (
