@@ -531,3 +531,29 @@ def test_the_command_usage_errors_are_one_line_exit_2(tmp_path, capsys):
     assert "--max-needles-lost: invalid int value" in capsys.readouterr().err
     assert compare_cli.main([a, b, "--max-mean-drop", "x"]) == 2
     assert "--max-mean-drop: invalid float value" in capsys.readouterr().err
+
+
+def test_a_store_side_is_read_from_the_store_the_command_names(tmp_path, capsys):
+    """A sweep id, a run id or model:NAME is looked up in ``--tracking-uri`` (with ``--experiment``
+    and ``--sweep`` passed along); what is wrong with that store is the one line, exit 2. The store
+    here is a 0-byte file: refused before MLflow opens it (fast, and nothing is made of it)."""
+    empty = tmp_path / "mlflow.db"
+    empty.write_bytes(b"")
+    uri = ["--tracking-uri", f"sqlite:///{empty}"]
+    record, _ = _files(tmp_path, _kept(), _kept())
+    refusal = f"washexp compare: {empty}: an empty file (0 bytes), not a tracking store;"
+    for sides in (
+        [record, "2026-11-30/10-31-23"],
+        ["no-such-file.json", record],  # named like a record but not a file: a store side
+        ["model:m", record],
+        ["model:m", "model:n", "--sweep", "2026-11-30/10-31-23", "--experiment", "wash"],
+    ):
+        assert compare_cli.main([*sides, *uri]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(refusal) and err.count("\n") == 1, (sides, err)
+    assert empty.read_bytes() == b""
+    # a model of a topic no record builder knows, and a model with no name: refused the same way
+    assert compare_cli.main(["model:m", record, "--experiment", "other", *uri]) == 2
+    assert capsys.readouterr().err == "washexp compare: unknown record builder 'other' (known: compaction, wash)\n"
+    assert compare_cli.main(["model:", record, *uri]) == 2
+    assert capsys.readouterr().err == "washexp compare: model:: name a model (model:NAME)\n"
