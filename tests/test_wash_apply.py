@@ -645,3 +645,146 @@ def test_a_rollback_that_fails_says_both_causes_and_keeps_the_journal(tmp_path):
     )
     assert (memdir / SNAPSHOT_DIR / WAL_NAME).is_file()
     assert (memdir / "MEMORY.md").read_bytes() == b"# another session's index\n"
+
+
+def test_a_rollback_removes_a_file_the_apply_created_and_restores_the_rest(tmp_path):
+    """The apply's own rollback (in process): a file it created goes, one it wrote after it (in name
+    order) is put back, a file it was to delete keeps its mode."""
+    memdir = make_store(tmp_path / "store", {"b.md": "# B\n", "c.md": "# C\n"})
+    (memdir / "c.md").chmod(0o640)
+    before = {p.name: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in memdir.iterdir()}
+    change = Change({"a-new.md": b"# New\n", "b.md": b"# B2\n"}, ("c.md",), {"a-new.md": None})
+
+    def fail(step: str) -> None:
+        if step == "commit":
+            raise OSError(5, "injected")
+
+    with pytest.raises(ApplyError, match="apply failed at commit: OSError"), Transaction(memdir) as tx:
+        tx.apply(change, digests(memdir), fail)
+    assert {p.name: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in memdir.iterdir()} == before
+
+
+def test_a_kill_after_the_commit_record_keeps_the_change(tmp_path, monkeypatch):
+    """Killed after the commit record, before the clean-up: the next start finds a committed journal
+    and undoes nothing."""
+
+    class Killed(BaseException):
+        pass
+
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n"})
+    real_clear = apply_module._clear
+
+    def killed_at_the_clean_up(folder: Path) -> None:
+        if (folder / SNAPSHOT_DIR / WAL_NAME).exists():  # the clean-up after the commit record
+            raise Killed
+        real_clear(folder)  # the clean-up on entering
+
+    monkeypatch.setattr(apply_module, "_clear", killed_at_the_clean_up)
+    with pytest.raises(Killed), Transaction(memdir) as tx:
+        tx.apply(Change({"a.md": b"# A2\n"}, ()), digests(memdir))
+    monkeypatch.undo()
+    assert (memdir / SNAPSHOT_DIR / WAL_NAME).is_file()
+    assert recover(memdir) is False
+    assert (memdir / "a.md").read_bytes() == b"# A2\n"
+    assert_no_leftovers(memdir)
+
+
+def test_every_pinned_file_of_a_change_is_named(tmp_path):
+    pin = "---\npinned: true\n---\n# P\n"
+    memdir = make_store(tmp_path / "store", {"a.md": pin, "b.md": pin, "c.md": "# C\n"})
+    with pytest.raises(ApplyError) as err, Transaction(memdir) as tx:
+        tx.apply(Change({"a.md": b"x", "c.md": b"y"}, ("b.md",)), digests(memdir))
+    assert str(err.value) == f"{memdir}: apply failed at pinned: refused: a.md, b.md is pinned (frontmatter)"
+
+
+def test_an_external_writer_is_named_file_by_file(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n", "c.md": "# C\n"})
+    seen = digests(memdir)
+    (memdir / "a.md").write_bytes(b"# A!\n")
+    (memdir / "b.md").write_bytes(b"# B!\n")
+    (memdir / "d.md").write_bytes(b"# D\n")
+    (memdir / "e.md").write_bytes(b"# E\n")
+    with pytest.raises(ApplyError) as err, Transaction(memdir) as tx:
+        tx.apply(Change({"c.md": b"# C2\n"}, ()), seen)
+    assert str(err.value).endswith("(changed a.md, b.md; appeared d.md, e.md)")
+
+
+def test_a_file_made_a_symlink_during_the_apply_is_refused_and_never_written_through(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    outside = tmp_path / "outside.md"
+    outside.write_bytes(b"# outside\n")
+
+    def swap(step: str) -> None:
+        if step == "write:b.md":
+            (memdir / "b.md").unlink()
+            (memdir / "b.md").symlink_to(outside)
+
+    with pytest.raises(ApplyError) as err, Transaction(memdir) as tx:
+        tx.apply(Change({"a.md": b"# A2\n", "b.md": b"# B2\n"}, ()), digests(memdir), swap)
+    # the rollback, too, refuses a journal naming a symlink: nothing is written through it, the
+    # journal is kept for a human
+    assert str(err.value).startswith(
+        f"{memdir}: apply failed at write:b.md (ApplyError: refused: b.md is a symlink) and its rollback failed "
+        "(UnsafeStore: "
+    )
+    assert outside.read_bytes() == b"# outside\n" and (memdir / SNAPSHOT_DIR / WAL_NAME).is_file()
+
+
+def test_two_stores_are_locked_apart_in_one_process(tmp_path):
+    one, two = make_store(tmp_path / "one", {"a.md": "# A\n"}), make_store(tmp_path / "two", {"a.md": "# A\n"})
+    with Transaction(one) as tx1, Transaction(two) as tx2:
+        tx2.apply(Change({"a.md": b"# two\n"}, ()), digests(two))
+        tx1.apply(Change({"a.md": b"# one\n"}, ()), digests(one))
+    assert (one / "a.md").read_bytes() == b"# one\n" and (two / "a.md").read_bytes() == b"# two\n"
+
+
+def test_a_failed_atomic_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypatch):
+    target = tmp_path / "a.md"
+    target.write_bytes(b"old\n")
+
+    def no_space(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(apply_module.os, "replace", no_space)
+    with pytest.raises(OSError, match="No space left"):
+        apply_module.write_atomic(target, b"new\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md"] and target.read_bytes() == b"old\n"
+
+
+def test_a_write_cut_short_leaves_its_temp_file_in_the_store_and_the_next_start_removes_it(tmp_path):
+    """The temp file is made in the store folder (so ``os.replace`` is one rename) under our prefix,
+    which is how the clean-up knows it: a kill just before the rename leaves it there."""
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n"})
+    seen = digests(memdir)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            apply_module.os.replace = lambda src, dst: os._exit(9)
+            with Transaction(memdir) as tx:
+                tx.apply(Change({"a.md": b"# A2\n"}, ()), seen)
+        finally:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 9
+    assert [p.name.startswith(TEMP_PREFIX) for p in memdir.iterdir() if p.is_file()].count(True) == 1
+    recover(memdir)
+    assert sorted(p.name for p in memdir.iterdir()) == ["a.md"] and (memdir / "a.md").read_bytes() == b"# A\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may give a file to another owner")
+def test_a_written_and_a_restored_file_keep_their_owner(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    for p in memdir.iterdir():
+        os.chown(p, 4321, 4322)
+
+    def fail(step: str) -> None:
+        if step == "commit":
+            raise OSError(5, "injected")
+
+    with pytest.raises(ApplyError), Transaction(memdir) as tx:
+        tx.apply(Change({"a.md": b"# A2\n"}, ("b.md",)), digests(memdir), fail)
+    with Transaction(memdir) as tx:
+        tx.apply(Change({"a.md": b"# A3\n"}, ()), digests(memdir))
+    assert {p.name: (p.stat().st_uid, p.stat().st_gid) for p in memdir.iterdir()} == dict.fromkeys(
+        ["a.md", "b.md"], (4321, 4322)
+    )

@@ -258,7 +258,7 @@ def test_clean_up_removes_our_temp_files_and_an_empty_legacy_lock_only(tmp_path)
 def test_a_snapshot_that_is_a_file_is_refused(tmp_path):
     store = make_store(tmp_path / "store")
     (store / SNAPSHOT_DIR).write_bytes(b"")
-    refused(store, "is not a folder")
+    refused(store, rf"^{store}: {SNAPSHOT_DIR} is not a folder \(a symlink or a file\); refusing")
 
 
 @pytest.mark.parametrize(
@@ -286,8 +286,9 @@ def test_a_snapshot_entry_that_is_not_a_plain_file_is_refused(tmp_path, plant, p
         [begin(deletes=["..x.md"])],
         [begin(files=["../outside.md"])],
         [begin(files={".hidden.md": meta(b"x")})],
+        [begin(files=7)],
     ],
-    ids=["created", "created-not-a-list", "write", "writes", "deletes", "files-not-a-dict", "files"],
+    ids=["created", "created-not-a-list", "write", "writes", "deletes", "files-not-a-dict", "files", "files-a-number"],
 )
 def test_a_name_outside_the_store_anywhere_in_the_journal_is_refused(tmp_path, records):
     store = make_store(tmp_path / "store")
@@ -311,6 +312,7 @@ def test_a_journal_naming_a_folder_of_the_store_is_refused(tmp_path):
         [{**begin(), "version": WAL_VERSION + 1}],
         [{"event": "begin", "version": WAL_VERSION, "created": []}],
         [{**begin(), "created": "MEMORY.md"}],
+        [begin(), {"event": "write"}],
         [begin({"MEMORY.md": "abc"})],
         [begin({"MEMORY.md": {**meta(b"x"), "sha256": 1}})],
         [begin({"MEMORY.md": {**meta(b"x"), "mode": "0644"}})],
@@ -324,6 +326,7 @@ def test_a_journal_naming_a_folder_of_the_store_is_refused(tmp_path):
         "newer-version",
         "no-files",
         "created-not-a-list",
+        "write-without-file",
         "meta-not-an-object",
         "sha-not-a-string",
         "mode-a-string",
@@ -363,7 +366,10 @@ def test_a_journal_that_is_not_utf8_is_named(tmp_path):
     ("raw", "problem"),
     [
         (b"[" * 100_000 + b"]" * 100_000 + b"\n", "not usable JSON: nested too deeply"),
-        (b'{"event": "begin", "n": ' + b"9" * 5000 + b"}\n", "not usable JSON: Exceeds the limit"),
+        (
+            b'{"event": "begin", "n": ' + b"9" * 5000 + b"}\n",
+            "not usable JSON: Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits",
+        ),
     ],
     ids=["deep", "long-integer"],
 )
@@ -372,4 +378,48 @@ def test_a_journal_json_cannot_use_is_named_in_one_line(tmp_path, raw, problem):
     journal(store, raw=raw)
     with pytest.raises(FixtureError) as err:
         recover(store)
-    assert str(err.value).startswith(f"{store / SNAPSHOT_DIR / WAL_NAME}: {problem}") and "\n" not in str(err.value)
+    assert str(err.value) == f"{store / SNAPSHOT_DIR / WAL_NAME}: {problem}"  # the first clause, one line
+
+
+def test_a_journal_without_a_created_list_creates_nothing(tmp_path):
+    """``created`` may be absent (nothing was created); only a ``created`` that is not a list is refused."""
+    store = make_store(tmp_path / "store")
+    before = everything(store)
+    journal(store, {"event": "begin", "version": WAL_VERSION, "files": {}})
+    found = check_journal(store)
+    assert found is not None and found.created == ()
+    assert recover(store) is False
+    assert everything(store) == before
+
+
+def test_the_begin_record_lists_the_files_written_deleted_and_created(tmp_path):
+    store = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    change = Change({"b.md": b"# B2\n", "c.md": b"# C\n"}, ("a.md",), {"c.md": None})
+    crash_at(store, "wal", change)  # the snapshot is made: no journal yet
+    assert not (store / SNAPSHOT_DIR / WAL_NAME).exists()
+    recover(store)
+    crash_at(store, "write:b.md", change)
+    first = json.loads((store / SNAPSHOT_DIR / WAL_NAME).read_text().splitlines()[0])
+    assert (first["event"], first["version"]) == ("begin", WAL_VERSION)
+    assert (first["writes"], first["deletes"], first["created"]) == (["b.md", "c.md"], ["a.md"], ["c.md"])
+    assert sorted(first["files"]) == ["a.md", "b.md"]
+
+
+def test_a_file_deleted_after_the_crashed_apply_wrote_it_is_a_conflict_not_brought_back(tmp_path):
+    store = make_store(tmp_path / "store")
+    crash_at(store, "commit")
+    (store / "MEMORY.md").unlink()  # someone removed the file our apply had rewritten
+    with pytest.raises(ApplyError, match=r"^rollback: MEMORY\.md changed since the interrupted apply"):
+        recover(store)
+    assert not (store / "MEMORY.md").exists()
+
+
+def test_a_rollback_goes_on_past_a_file_the_crash_never_touched(tmp_path):
+    """The files are undone in name order; one still as it was (``a.md``, whose delete never ran)
+    does not end the rollback before ``b.md``, which was written."""
+    store = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    before = everything(store)
+    crash_at(store, "delete:a.md", Change({"b.md": b"# B2\n"}, ("a.md",)))
+    assert (store / "b.md").read_bytes() == b"# B2\n"
+    assert recover(store) is True
+    assert everything(store) == before
