@@ -557,3 +557,26 @@ def test_a_store_side_is_read_from_the_store_the_command_names(tmp_path, capsys)
     assert capsys.readouterr().err == "washexp compare: unknown record builder 'other' (known: compaction, wash)\n"
     assert compare_cli.main(["model:", record, *uri]) == 2
     assert capsys.readouterr().err == "washexp compare: model:: name a model (model:NAME)\n"
+
+
+def test_inside_a_project_a_store_side_is_read_from_the_projects_store(tmp_path, capsys, monkeypatch):
+    """Without ``--tracking-uri``, the store is the project's own (``mlruns/mlflow.db`` under the
+    folder holding ``conf/`` and ``run.py``), found from any folder below it."""
+    project = tmp_path / "project"
+    (project / "conf").mkdir(parents=True)
+    (project / "run.py").write_text("")
+    (project / "mlruns").mkdir()
+    (project / "mlruns" / "mlflow.db").write_bytes(b"")  # refused before MLflow opens it
+    (project / "results").mkdir()
+    monkeypatch.chdir(project / "results")
+    record, _ = _files(tmp_path, _kept(), _kept())
+    assert compare_cli.main([record, "2026-11-30/10-31-23"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"washexp compare: {project / 'mlruns' / 'mlflow.db'}: an empty file (0 bytes)"), err
+
+
+def test_the_usage_line_names_the_command(capsys):
+    with pytest.raises(SystemExit) as done:
+        compare_cli.main(["--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: washexp compare [-h] ")
