@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -576,13 +579,13 @@ def test_a_plan_refused_in_the_store_names_the_step_and_touches_nothing(tmp_path
 def test_a_file_an_apply_creates_gets_the_mode_the_umask_gives_and_a_written_one_keeps_its_own(tmp_path):
     memdir = make_store(tmp_path / "store", {"a.md": "# A\nfat\n"})
     (memdir / "a.md").chmod(0o604)
-    old = os.umask(0o027)
+    old = os.umask(0o022)
     try:
         with Transaction(memdir) as tx:
             tx.apply(Change({"new.md": b"# New\n", "a.md": b"# A\n"}, (), {"new.md": None}), digests(memdir))
     finally:
         os.umask(old)
-    assert stat.S_IMODE((memdir / "new.md").stat().st_mode) == 0o640
+    assert stat.S_IMODE((memdir / "new.md").stat().st_mode) == 0o644  # 0o666 less the umask: never executable
     assert stat.S_IMODE((memdir / "a.md").stat().st_mode) == 0o604
     assert (memdir / "new.md").read_bytes() == b"# New\n" and (memdir / "a.md").read_bytes() == b"# A\n"
 
@@ -615,14 +618,14 @@ def test_a_change_naming_a_path_or_a_symlink_is_refused_before_anything_is_writt
 
 def test_a_file_moved_since_the_plan_is_named(tmp_path):
     """The change's base, not only ``seen``: a file the change was made on is the bytes it read."""
-    memdir = make_store(tmp_path / "store", {"a.md": "# A\n"})
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B, made since\n"})
     seen = digests(memdir)
-    change = Change({"a.md": b"# A2\n"}, (), {"a.md": sha256_bytes(b"# an older A\n")})
+    change = Change({"a.md": b"# A2\n", "b.md": b"# B\n"}, (), {"a.md": sha256_bytes(b"# an older A\n"), "b.md": None})
     with pytest.raises(ApplyError) as err, Transaction(memdir) as tx:
         tx.apply(change, seen)
     assert str(err.value) == (
         f"{memdir}: apply failed at external-writer: another writer touched the store since the plan was made "
-        "(changed a.md)"
+        "(changed a.md, b.md)"
     )
     assert (memdir / "a.md").read_bytes() == b"# A\n"
 
@@ -755,6 +758,10 @@ def test_a_write_cut_short_leaves_its_temp_file_in_the_store_and_the_next_start_
     """The temp file is made in the store folder (so ``os.replace`` is one rename) under our prefix,
     which is how the clean-up knows it: a kill just before the rename leaves it there."""
     memdir = make_store(tmp_path / "store", {"a.md": "# A\n"})
+    with Transaction(memdir) as tx:  # a write that finishes leaves no temp file
+        tx.apply(Change({"a.md": b"# A1\n"}, ()), digests(memdir))
+    assert sorted(p.name for p in memdir.iterdir()) == ["a.md"]
+    (memdir / "a.md").write_bytes(b"# A\n")
     seen = digests(memdir)
     pid = os.fork()
     if pid == 0:
@@ -788,3 +795,75 @@ def test_a_written_and_a_restored_file_keep_their_owner(tmp_path):
     assert {p.name: (p.stat().st_uid, p.stat().st_gid) for p in memdir.iterdir()} == dict.fromkeys(
         ["a.md", "b.md"], (4321, 4322)
     )
+
+
+def test_a_second_transaction_on_a_store_this_process_holds_is_refused_without_waiting(tmp_path, monkeypatch):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n"})
+
+    def no_wait(fd: int, seconds: float) -> bool:
+        raise AssertionError("waited for a lock this process holds")
+
+    with Transaction(memdir):
+        monkeypatch.setattr(apply_module, "_flock_within", no_wait)
+        with pytest.raises(ApplyError, match="another apply holds the store"), Transaction(memdir):
+            pass
+
+
+def test_the_journal_announces_the_writes_and_deletes_before_the_first_write(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    begins = []
+
+    def read_journal(step: str) -> None:
+        if step == "write:b.md":
+            begins.append(json.loads((memdir / SNAPSHOT_DIR / WAL_NAME).read_text().splitlines()[0]))
+
+    with Transaction(memdir) as tx:
+        tx.apply(
+            Change({"b.md": b"# B2\n", "c.md": b"# C\n"}, ("a.md",), {"c.md": None}), digests(memdir), read_journal
+        )
+    (first,) = begins
+    assert (first["event"], first["writes"], first["deletes"], first["created"]) == (
+        "begin",
+        ["b.md", "c.md"],
+        ["a.md"],
+        ["c.md"],
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_a_user_who_may_not_give_a_file_away_still_writes_and_rolls_back(request):
+    """A file of another owner in a folder the user may write: the owner cannot be kept
+    (``fchown`` is refused), the write still lands, and a rollback still restores it."""
+    shared = Path(tempfile.mkdtemp(prefix="washexp-test-"))  # pytest's own folders are root's alone
+    shared.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(shared))
+    memdir = make_store(shared / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    with Transaction(memdir) as tx:  # as root first: the owner is kept
+        tx.apply(Change({"a.md": b"# A0\n"}, ()), digests(memdir))
+    memdir.chmod(0o777)
+    for p in memdir.iterdir():
+        p.chmod(0o666)  # root's files, which anyone may write
+    seen = digests(memdir)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+
+            def fail(step: str) -> None:
+                if step == "commit":
+                    raise OSError(5, "injected")
+
+            with contextlib.suppress(ApplyError), Transaction(memdir) as tx:
+                tx.apply(Change({"a.md": b"# A2\n"}, ("b.md",)), seen, fail)  # snapshot, write, roll back
+            with Transaction(memdir) as tx:
+                tx.apply(Change({"a.md": b"# A3\n"}, ()), seen)
+            code = 0
+        except BaseException as err:
+            print(f"child: {type(err).__name__}: {err}", file=sys.stderr)
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (memdir / "a.md").read_bytes() == b"# A3\n" and (memdir / "b.md").read_bytes() == b"# B\n"
