@@ -531,3 +531,52 @@ def test_the_command_usage_errors_are_one_line_exit_2(tmp_path, capsys):
     assert "--max-needles-lost: invalid int value" in capsys.readouterr().err
     assert compare_cli.main([a, b, "--max-mean-drop", "x"]) == 2
     assert "--max-mean-drop: invalid float value" in capsys.readouterr().err
+
+
+def test_a_store_side_is_read_from_the_store_the_command_names(tmp_path, capsys):
+    """A sweep id, a run id or model:NAME is looked up in ``--tracking-uri`` (with ``--experiment``
+    and ``--sweep`` passed along); what is wrong with that store is the one line, exit 2. The store
+    here is a 0-byte file: refused before MLflow opens it (fast, and nothing is made of it)."""
+    empty = tmp_path / "mlflow.db"
+    empty.write_bytes(b"")
+    uri = ["--tracking-uri", f"sqlite:///{empty}"]
+    record, _ = _files(tmp_path, _kept(), _kept())
+    refusal = f"washexp compare: {empty}: an empty file (0 bytes), not a tracking store;"
+    for sides in (
+        [record, "2026-11-30/10-31-23"],
+        ["no-such-file.json", record],  # named like a record but not a file: a store side
+        ["model:m", record],
+        ["model:m", "model:n", "--sweep", "2026-11-30/10-31-23", "--experiment", "wash"],
+    ):
+        assert compare_cli.main([*sides, *uri]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(refusal) and err.count("\n") == 1, (sides, err)
+    assert empty.read_bytes() == b""
+    # a model of a topic no record builder knows, and a model with no name: refused the same way
+    assert compare_cli.main(["model:m", record, "--experiment", "other", *uri]) == 2
+    assert capsys.readouterr().err == "washexp compare: unknown record builder 'other' (known: compaction, wash)\n"
+    assert compare_cli.main(["model:", record, *uri]) == 2
+    assert capsys.readouterr().err == "washexp compare: model:: name a model (model:NAME)\n"
+
+
+def test_inside_a_project_a_store_side_is_read_from_the_projects_store(tmp_path, capsys, monkeypatch):
+    """Without ``--tracking-uri``, the store is the project's own (``mlruns/mlflow.db`` under the
+    folder holding ``conf/`` and ``run.py``), found from any folder below it."""
+    project = tmp_path / "project"
+    (project / "conf").mkdir(parents=True)
+    (project / "run.py").write_text("")
+    (project / "mlruns").mkdir()
+    (project / "mlruns" / "mlflow.db").write_bytes(b"")  # refused before MLflow opens it
+    (project / "results").mkdir()
+    monkeypatch.chdir(project / "results")
+    record, _ = _files(tmp_path, _kept(), _kept())
+    assert compare_cli.main([record, "2026-11-30/10-31-23"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"washexp compare: {project / 'mlruns' / 'mlflow.db'}: an empty file (0 bytes)"), err
+
+
+def test_the_usage_line_names_the_command(capsys):
+    with pytest.raises(SystemExit) as done:
+        compare_cli.main(["--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: washexp compare [-h] ")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -515,3 +520,350 @@ def test_a_rollback_never_overwrites_a_file_another_writer_changed_meanwhile(tmp
         tx.apply(change, seen, other_writer_then_crash)
     assert (store / "a.md").read_bytes() == b"# A\n\nanother session's line\n"  # theirs stands
     assert (store / "b.md").read_bytes() == b"# B\n"  # ours is undone
+
+
+# --- the change a plan makes, and the files' modes (issue 36: mutants of plan_change and write_atomic)
+
+
+def test_a_plan_change_writes_only_what_changed_and_deletes_whole_files():
+    from washexp.wash.apply import plan_change
+
+    raw = {"a.md": b"# A\nfat\n", "same.md": b"# Same\n", "gone.md": b"# Gone\n"}
+    plan = Plan(
+        (
+            PlanItem("a.md", 2, 2, "duplicate", "x", "delete"),
+            PlanItem("gone.md", 0, 0, "done-point-in-time", "x", "delete-file"),
+        )
+    )
+    change = plan_change(raw, plan)
+    assert dict(change.writes) == {"a.md": b"# A\n"} and change.deletes == ("gone.md",)
+    assert dict(change.base) == {"a.md": sha256_bytes(raw["a.md"]), "gone.md": sha256_bytes(raw["gone.md"])}
+
+
+def test_only_a_file_the_plan_edits_must_be_utf8():
+    """CoalWash's ``sniffUnrewritable``: an edited file that is not UTF-8 is refused, naming the byte;
+    one the plan deletes whole, or does not touch, is never rewritten and may hold any bytes."""
+    from washexp.wash.apply import plan_change
+
+    raw = {"a.md": b"# A\nfat\n", "latin.md": b"# caf\xe9\nfat\n", "old.md": b"\xff\xfe# UTF-16\n"}
+    kept = plan_change(raw, Plan((PlanItem("a.md", 2, 2, "duplicate", "x", "delete"),)))
+    assert dict(kept.writes) == {"a.md": b"# A\n"} and kept.deletes == ()
+    gone = plan_change(raw, Plan((PlanItem("old.md", 0, 0, "done-point-in-time", "x", "delete-file"),)))
+    assert dict(gone.writes) == {} and gone.deletes == ("old.md",)
+    with pytest.raises(ApplyError) as err:
+        plan_change(raw, Plan((PlanItem("latin.md", 2, 2, "duplicate", "x", "delete"),)))
+    assert str(err.value) == (
+        "refused: latin.md is not valid UTF-8 (byte 0xe9 at offset 5): rewriting it would lose those bytes; "
+        "convert it to UTF-8"
+    )
+
+
+def test_a_plan_that_does_not_fit_the_files_is_refused():
+    from washexp.wash.apply import plan_change
+
+    with pytest.raises(ApplyError, match=r"^refused: .*a\.md"):
+        plan_change({"a.md": b"# A\n"}, Plan((PlanItem("a.md", 5, 5, "duplicate", "x", "delete"),)))
+
+
+def test_a_plan_refused_in_the_store_names_the_step_and_touches_nothing(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\nfat\n"})
+    (memdir / "a.md").write_bytes(b"# caf\xe9\nfat\n")
+    seen = digests(memdir)
+    with pytest.raises(ApplyError) as err:
+        apply_plan(memdir, Plan((PlanItem("a.md", 2, 2, "duplicate", "x", "delete"),)), seen)
+    assert str(err.value).startswith(f"{memdir}: apply failed at plan: refused: a.md is not valid UTF-8")
+    assert (memdir / "a.md").read_bytes() == b"# caf\xe9\nfat\n"
+    assert_no_leftovers(memdir)
+
+
+def test_a_file_an_apply_creates_gets_the_mode_the_umask_gives_and_a_written_one_keeps_its_own(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\nfat\n"})
+    (memdir / "a.md").chmod(0o604)
+    old = os.umask(0o022)
+    try:
+        with Transaction(memdir) as tx:
+            tx.apply(Change({"new.md": b"# New\n", "a.md": b"# A\n"}, (), {"new.md": None}), digests(memdir))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((memdir / "new.md").stat().st_mode) == 0o644  # 0o666 less the umask: never executable
+    assert stat.S_IMODE((memdir / "a.md").stat().st_mode) == 0o604
+    assert (memdir / "new.md").read_bytes() == b"# New\n" and (memdir / "a.md").read_bytes() == b"# A\n"
+
+
+def test_applied_names_only_the_md_files_it_wrote_and_deleted(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    (memdir / "notes.txt").write_bytes(b"not a store file\n")
+    change = Change(
+        {"a.md": b"# A2\n", "notes.txt": b"x\n"}, ("b.md",), {"notes.txt": sha256_bytes(b"not a store file\n")}
+    )
+    with Transaction(memdir) as tx:
+        applied = tx.apply(change, digests(memdir))
+    assert (applied.written, applied.deleted) == (("a.md",), ("b.md",))
+    assert applied.after == {"a.md": sha256_bytes(b"# A2\n")}
+
+
+def test_a_change_naming_a_path_or_a_symlink_is_refused_before_anything_is_written(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n"})
+    (memdir / "link.md").symlink_to(tmp_path / "outside.md")
+    seen = digests(memdir)
+    for change, problem in [
+        (Change({"../outside.md": b"x"}, ()), "'../outside.md' names a path"),
+        (Change({}, ("link.md",)), "link.md is a symlink"),
+    ]:
+        with pytest.raises(ApplyError) as err, Transaction(memdir) as tx:
+            tx.apply(change, seen)
+        assert str(err.value).startswith(f"{memdir}: apply failed at pinned: refused: {problem}")
+    assert not (tmp_path / "outside.md").exists() and (memdir / "a.md").read_bytes() == b"# A\n"
+
+
+def test_a_file_moved_since_the_plan_is_named(tmp_path):
+    """The change's base, not only ``seen``: a file the change was made on is the bytes it read."""
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B, made since\n"})
+    seen = digests(memdir)
+    change = Change({"a.md": b"# A2\n", "b.md": b"# B\n"}, (), {"a.md": sha256_bytes(b"# an older A\n"), "b.md": None})
+    with pytest.raises(ApplyError) as err, Transaction(memdir) as tx:
+        tx.apply(change, seen)
+    assert str(err.value) == (
+        f"{memdir}: apply failed at external-writer: another writer touched the store since the plan was made "
+        "(changed a.md, b.md)"
+    )
+    assert (memdir / "a.md").read_bytes() == b"# A\n"
+
+
+def test_a_rollback_that_fails_says_both_causes_and_keeps_the_journal(tmp_path):
+    memdir = make_store(tmp_path / "store")
+    seen = digests(memdir)
+
+    def overwrite_then_fail(step: str) -> None:
+        if step == "delete:scratch-2026-05.md":
+            (memdir / "MEMORY.md").write_bytes(b"# another session's index\n")  # after our write landed
+            raise OSError(28, "disk full")
+
+    with pytest.raises(ApplyError) as err:
+        apply_plan(memdir, PLAN, seen, on_step=overwrite_then_fail)
+    assert str(err.value) == (
+        f"{memdir}: apply failed at delete:scratch-2026-05.md (OSError: [Errno 28] disk full) and its rollback "
+        f"failed (ApplyError: rollback: MEMORY.md changed since the interrupted apply; left as it is, the journal "
+        f"kept in {memdir / SNAPSHOT_DIR} for a human); the journal is kept for the next start"
+    )
+    assert (memdir / SNAPSHOT_DIR / WAL_NAME).is_file()
+    assert (memdir / "MEMORY.md").read_bytes() == b"# another session's index\n"
+
+
+def test_a_rollback_removes_a_file_the_apply_created_and_restores_the_rest(tmp_path):
+    """The apply's own rollback (in process): a file it created goes, one it wrote after it (in name
+    order) is put back, a file it was to delete keeps its mode."""
+    memdir = make_store(tmp_path / "store", {"b.md": "# B\n", "c.md": "# C\n"})
+    (memdir / "c.md").chmod(0o640)
+    before = {p.name: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in memdir.iterdir()}
+    change = Change({"a-new.md": b"# New\n", "b.md": b"# B2\n"}, ("c.md",), {"a-new.md": None})
+
+    def fail(step: str) -> None:
+        if step == "commit":
+            raise OSError(5, "injected")
+
+    with pytest.raises(ApplyError, match="apply failed at commit: OSError"), Transaction(memdir) as tx:
+        tx.apply(change, digests(memdir), fail)
+    assert {p.name: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode)) for p in memdir.iterdir()} == before
+
+
+def test_a_kill_after_the_commit_record_keeps_the_change(tmp_path, monkeypatch):
+    """Killed after the commit record, before the clean-up: the next start finds a committed journal
+    and undoes nothing."""
+
+    class Killed(BaseException):
+        pass
+
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n"})
+    real_clear = apply_module._clear
+
+    def killed_at_the_clean_up(folder: Path) -> None:
+        if (folder / SNAPSHOT_DIR / WAL_NAME).exists():  # the clean-up after the commit record
+            raise Killed
+        real_clear(folder)  # the clean-up on entering
+
+    monkeypatch.setattr(apply_module, "_clear", killed_at_the_clean_up)
+    with pytest.raises(Killed), Transaction(memdir) as tx:
+        tx.apply(Change({"a.md": b"# A2\n"}, ()), digests(memdir))
+    monkeypatch.undo()
+    assert (memdir / SNAPSHOT_DIR / WAL_NAME).is_file()
+    assert recover(memdir) is False
+    assert (memdir / "a.md").read_bytes() == b"# A2\n"
+    assert_no_leftovers(memdir)
+
+
+def test_every_pinned_file_of_a_change_is_named(tmp_path):
+    pin = "---\npinned: true\n---\n# P\n"
+    memdir = make_store(tmp_path / "store", {"a.md": pin, "b.md": pin, "c.md": "# C\n"})
+    with pytest.raises(ApplyError) as err, Transaction(memdir) as tx:
+        tx.apply(Change({"a.md": b"x", "c.md": b"y"}, ("b.md",)), digests(memdir))
+    assert str(err.value) == f"{memdir}: apply failed at pinned: refused: a.md, b.md is pinned (frontmatter)"
+
+
+def test_an_external_writer_is_named_file_by_file(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n", "c.md": "# C\n"})
+    seen = digests(memdir)
+    (memdir / "a.md").write_bytes(b"# A!\n")
+    (memdir / "b.md").write_bytes(b"# B!\n")
+    (memdir / "d.md").write_bytes(b"# D\n")
+    (memdir / "e.md").write_bytes(b"# E\n")
+    with pytest.raises(ApplyError) as err, Transaction(memdir) as tx:
+        tx.apply(Change({"c.md": b"# C2\n"}, ()), seen)
+    assert str(err.value).endswith("(changed a.md, b.md; appeared d.md, e.md)")
+
+
+def test_a_file_made_a_symlink_during_the_apply_is_refused_and_never_written_through(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    outside = tmp_path / "outside.md"
+    outside.write_bytes(b"# outside\n")
+
+    def swap(step: str) -> None:
+        if step == "write:b.md":
+            (memdir / "b.md").unlink()
+            (memdir / "b.md").symlink_to(outside)
+
+    with pytest.raises(ApplyError) as err, Transaction(memdir) as tx:
+        tx.apply(Change({"a.md": b"# A2\n", "b.md": b"# B2\n"}, ()), digests(memdir), swap)
+    # the rollback, too, refuses a journal naming a symlink: nothing is written through it, the
+    # journal is kept for a human
+    assert str(err.value).startswith(
+        f"{memdir}: apply failed at write:b.md (ApplyError: refused: b.md is a symlink) and its rollback failed "
+        "(UnsafeStore: "
+    )
+    assert outside.read_bytes() == b"# outside\n" and (memdir / SNAPSHOT_DIR / WAL_NAME).is_file()
+
+
+def test_two_stores_are_locked_apart_in_one_process(tmp_path):
+    one, two = make_store(tmp_path / "one", {"a.md": "# A\n"}), make_store(tmp_path / "two", {"a.md": "# A\n"})
+    with Transaction(one) as tx1, Transaction(two) as tx2:
+        tx2.apply(Change({"a.md": b"# two\n"}, ()), digests(two))
+        tx1.apply(Change({"a.md": b"# one\n"}, ()), digests(one))
+    assert (one / "a.md").read_bytes() == b"# one\n" and (two / "a.md").read_bytes() == b"# two\n"
+
+
+def test_a_failed_atomic_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypatch):
+    target = tmp_path / "a.md"
+    target.write_bytes(b"old\n")
+
+    def no_space(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(apply_module.os, "replace", no_space)
+    with pytest.raises(OSError, match="No space left"):
+        apply_module.write_atomic(target, b"new\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.md"] and target.read_bytes() == b"old\n"
+
+
+def test_a_write_cut_short_leaves_its_temp_file_in_the_store_and_the_next_start_removes_it(tmp_path):
+    """The temp file is made in the store folder (so ``os.replace`` is one rename) under our prefix,
+    which is how the clean-up knows it: a kill just before the rename leaves it there."""
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n"})
+    with Transaction(memdir) as tx:  # a write that finishes leaves no temp file
+        tx.apply(Change({"a.md": b"# A1\n"}, ()), digests(memdir))
+    assert sorted(p.name for p in memdir.iterdir()) == ["a.md"]
+    (memdir / "a.md").write_bytes(b"# A\n")
+    seen = digests(memdir)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            apply_module.os.replace = lambda src, dst: os._exit(9)
+            with Transaction(memdir) as tx:
+                tx.apply(Change({"a.md": b"# A2\n"}, ()), seen)
+        finally:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 9
+    assert [p.name.startswith(TEMP_PREFIX) for p in memdir.iterdir() if p.is_file()].count(True) == 1
+    recover(memdir)
+    assert sorted(p.name for p in memdir.iterdir()) == ["a.md"] and (memdir / "a.md").read_bytes() == b"# A\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may give a file to another owner")
+def test_a_written_and_a_restored_file_keep_their_owner(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    for p in memdir.iterdir():
+        os.chown(p, 4321, 4322)
+
+    def fail(step: str) -> None:
+        if step == "commit":
+            raise OSError(5, "injected")
+
+    with pytest.raises(ApplyError), Transaction(memdir) as tx:
+        tx.apply(Change({"a.md": b"# A2\n"}, ("b.md",)), digests(memdir), fail)
+    with Transaction(memdir) as tx:
+        tx.apply(Change({"a.md": b"# A3\n"}, ()), digests(memdir))
+    assert {p.name: (p.stat().st_uid, p.stat().st_gid) for p in memdir.iterdir()} == dict.fromkeys(
+        ["a.md", "b.md"], (4321, 4322)
+    )
+
+
+def test_a_second_transaction_on_a_store_this_process_holds_is_refused_without_waiting(tmp_path, monkeypatch):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n"})
+
+    def no_wait(fd: int, seconds: float) -> bool:
+        raise AssertionError("waited for a lock this process holds")
+
+    with Transaction(memdir):
+        monkeypatch.setattr(apply_module, "_flock_within", no_wait)
+        with pytest.raises(ApplyError, match="another apply holds the store"), Transaction(memdir):
+            pass
+
+
+def test_the_journal_announces_the_writes_and_deletes_before_the_first_write(tmp_path):
+    memdir = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    begins = []
+
+    def read_journal(step: str) -> None:
+        if step == "write:b.md":
+            begins.append(json.loads((memdir / SNAPSHOT_DIR / WAL_NAME).read_text().splitlines()[0]))
+
+    with Transaction(memdir) as tx:
+        tx.apply(
+            Change({"b.md": b"# B2\n", "c.md": b"# C\n"}, ("a.md",), {"c.md": None}), digests(memdir), read_journal
+        )
+    (first,) = begins
+    assert (first["event"], first["writes"], first["deletes"], first["created"]) == (
+        "begin",
+        ["b.md", "c.md"],
+        ["a.md"],
+        ["c.md"],
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_a_user_who_may_not_give_a_file_away_still_writes_and_rolls_back(request):
+    """A file of another owner in a folder the user may write: the owner cannot be kept
+    (``fchown`` is refused), the write still lands, and a rollback still restores it."""
+    shared = Path(tempfile.mkdtemp(prefix="washexp-test-"))  # pytest's own folders are root's alone
+    shared.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(shared))
+    memdir = make_store(shared / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    with Transaction(memdir) as tx:  # as root first: the owner is kept
+        tx.apply(Change({"a.md": b"# A0\n"}, ()), digests(memdir))
+    memdir.chmod(0o777)
+    for p in memdir.iterdir():
+        p.chmod(0o666)  # root's files, which anyone may write
+    seen = digests(memdir)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+
+            def fail(step: str) -> None:
+                if step == "commit":
+                    raise OSError(5, "injected")
+
+            with contextlib.suppress(ApplyError), Transaction(memdir) as tx:
+                tx.apply(Change({"a.md": b"# A2\n"}, ("b.md",)), seen, fail)  # snapshot, write, roll back
+            with Transaction(memdir) as tx:
+                tx.apply(Change({"a.md": b"# A3\n"}, ()), seen)
+            code = 0
+        except BaseException as err:
+            print(f"child: {type(err).__name__}: {err}", file=sys.stderr)
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (memdir / "a.md").read_bytes() == b"# A3\n" and (memdir / "b.md").read_bytes() == b"# B\n"
