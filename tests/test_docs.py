@@ -181,3 +181,29 @@ def test_every_error_class_raised_has_what_to_do():
     found = gen_reference.error_messages()
     assert len(found) > 100 and {cls for _, cls, _ in found} <= set(gen_reference.WHAT_TO_DO)
     assert ("washexp/app.py", "WashexpError", "{arg}: empty range ({lo} > {hi})") in found
+
+
+GLOSSARY_TERMS = ["s", "h", "top-n", "jev", "evidence-unit", "cohort", "fact-accuracy", "retention", "needle"]
+GLOSSARY_TERMS += ["muscle", "fat", "ceiling", "lean", "gauge", "washer", "arm", "condition", "sweep", "record"]
+"""The terms a newcomer meets first (issue 39), each an anchor of ``docs/glossary.md``."""
+
+
+def _nav_pages(node) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [p for v in node.values() for p in _nav_pages(v)]
+    return [p for item in node for p in _nav_pages(item)]
+
+
+def test_the_site_is_arranged_for_a_newcomer():
+    """At most 8 top-level entries, every page reachable from them, and each first-met term
+    defined in the glossary and linked from the home page."""
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    assert len(nav) <= 8
+    docs = ROOT / "docs"
+    assert sorted(_nav_pages(nav)) == sorted(p.relative_to(docs).as_posix() for p in docs.rglob("*.md"))
+    anchors = set(re.findall(r"\{#([\w-]+)\}", (docs / "glossary.md").read_text(encoding="utf-8")))
+    assert [t for t in GLOSSARY_TERMS if t not in anchors] == []
+    home = set(re.findall(r"\]\(glossary\.md#([\w-]+)\)", (docs / "index.md").read_text(encoding="utf-8")))
+    assert [t for t in GLOSSARY_TERMS if t not in home] == []
