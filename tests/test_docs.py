@@ -17,18 +17,23 @@ from docs import gen_reference
 from tests.conftest import ROOT
 
 README = ROOT / "README.md"
+ERRORS = ROOT / "docs" / "guide" / "errors.md"
 CHECK = re.compile(r"^<!-- check -->\n```console\n(.*?)^```", re.M | re.S)
+EXIT = re.compile(r"\s+# exit (\d+)$")
+"""A command's expected exit code, as the page shows it: a shell comment, so the line pastes as is."""
 
 
-def checked_blocks(text: str) -> list[list[tuple[str, list[str]]]]:
-    """Each ``<!-- check -->`` console block as ``[(command, expected lines)]``: ``$ `` starts a
-    command, the lines under it are an excerpt of what it prints."""
+def checked_blocks(text: str) -> list[list[tuple[str, list[str], int]]]:
+    """Each ``<!-- check -->`` console block as ``[(command, expected lines, exit code)]``: ``$ ``
+    starts a command (``# exit N`` after it: the code it must end with, else 0), the lines under
+    it are an excerpt of what it prints."""
     blocks = []
     for body in CHECK.findall(text):
-        steps: list[tuple[str, list[str]]] = []
+        steps: list[tuple[str, list[str], int]] = []
         for line in body.splitlines():
             if line.startswith("$ "):
-                steps.append((line[2:], []))
+                code = EXIT.search(line)
+                steps.append((EXIT.sub("", line[2:]), [], int(code.group(1)) if code else 0))
             elif line.strip():
                 steps[-1][1].append(line)
         blocks.append(steps)
@@ -84,12 +89,21 @@ def project(tmp_path) -> Path:
     return root
 
 
-@pytest.mark.parametrize("block", range(len(checked_blocks(README.read_text(encoding="utf-8")))))
-def test_readme_examples_print_what_they_show(project, block):
-    steps = checked_blocks(README.read_text(encoding="utf-8"))[block]
+def _blocks_of(*pages: Path) -> list[tuple[str, int]]:
+    return [
+        (p.relative_to(ROOT).as_posix(), i) for p in pages for i in range(len(checked_blocks(p.read_text("utf-8"))))
+    ]
+
+
+@pytest.mark.parametrize(("page", "block"), _blocks_of(README, ERRORS))
+def test_checked_examples_print_what_they_show(project, page, block):
+    """The README's examples and the error page's messages: each command ends with the exit code
+    shown and prints the lines shown."""
+    steps = checked_blocks((ROOT / page).read_text(encoding="utf-8"))[block]
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # this venv's python and washexp
-    env = {**os.environ, "PATH": path, "CI": "true", "PYTHONUNBUFFERED": "1"}  # one stream, in the order printed
-    for command, expected in steps:
+    # one stream, in the order printed; this checkout's washexp, whatever the venv has installed
+    env = {**os.environ, "PATH": path, "CI": "true", "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    for command, expected, code in steps:
         done = subprocess.run(
             command,
             shell=True,
@@ -100,9 +114,9 @@ def test_readme_examples_print_what_they_show(project, block):
             env=env,
             timeout=300,
         )
-        assert done.returncode == 0, f"{command}: exit {done.returncode}\n{done.stdout[-2000:]}"
+        assert done.returncode == code, f"{command}: exit {done.returncode}, {page} shows {code}\n{done.stdout[-2000:]}"
         missing = excerpt_found(expected, done.stdout)
-        assert missing is None, f"{command}: README shows {missing!r}; it printed:\n{done.stdout}"
+        assert missing is None, f"{command}: {page} shows {missing!r}; it printed:\n{done.stdout}"
 
 
 def test_readme_is_a_readme():
@@ -167,3 +181,29 @@ def test_every_error_class_raised_has_what_to_do():
     found = gen_reference.error_messages()
     assert len(found) > 100 and {cls for _, cls, _ in found} <= set(gen_reference.WHAT_TO_DO)
     assert ("washexp/app.py", "WashexpError", "{arg}: empty range ({lo} > {hi})") in found
+
+
+GLOSSARY_TERMS = ["s", "h", "top-n", "jev", "evidence-unit", "cohort", "fact-accuracy", "retention", "needle"]
+GLOSSARY_TERMS += ["muscle", "fat", "ceiling", "lean", "gauge", "washer", "arm", "condition", "sweep", "record"]
+"""The terms a newcomer meets first (issue 39), each an anchor of ``docs/glossary.md``."""
+
+
+def _nav_pages(node) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [p for v in node.values() for p in _nav_pages(v)]
+    return [p for item in node for p in _nav_pages(item)]
+
+
+def test_the_site_is_arranged_for_a_newcomer():
+    """At most 8 top-level entries, every page reachable from them, and each first-met term
+    defined in the glossary and linked from the home page."""
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    assert len(nav) <= 8
+    docs = ROOT / "docs"
+    assert sorted(_nav_pages(nav)) == sorted(p.relative_to(docs).as_posix() for p in docs.rglob("*.md"))
+    anchors = set(re.findall(r"\{#([\w-]+)\}", (docs / "glossary.md").read_text(encoding="utf-8")))
+    assert [t for t in GLOSSARY_TERMS if t not in anchors] == []
+    home = set(re.findall(r"\]\(glossary\.md#([\w-]+)\)", (docs / "index.md").read_text(encoding="utf-8")))
+    assert [t for t in GLOSSARY_TERMS if t not in home] == []
