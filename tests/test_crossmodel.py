@@ -89,10 +89,13 @@ def test_one_export_of_the_sweep_puts_the_models_side_by_side(compaction, tmp_pa
     store, sweep, _ = compaction
     proc = _export(store, tmp_path, "--sweep", sweep)
     assert proc.returncode == 0, proc.stderr
-    # both models share a platform: their own records would share a stem, so the sweep's record is the cross-model one
-    names = sorted(p.name for p in tmp_path.iterdir())
-    stem = "compaction-cross-model-ctx-model+empty-model-"
-    assert len(names) == 2 and all(n.startswith(stem) for n in names), names
+    # each model's record and the cross-model one; both models share a platform, so each of
+    # their own records names its model (they would share a name)
+    assert _records(tmp_path) == [
+        "compaction-cross-model-ctx-model+empty-model",
+        "compaction-scripted-test-server-ctx-model",
+        "compaction-scripted-test-server-empty-model",
+    ]
     record = json.loads(next(tmp_path.glob("compaction-cross-model-ctx-model+empty-model-*.json")).read_text())
     rows = record["tables"]["arms_by_model"]["rows"]
     cells = {(r["cohort"], r["arm"], r["model"]): r for r in rows}
@@ -121,9 +124,29 @@ def test_one_export_of_the_sweep_puts_the_models_side_by_side(compaction, tmp_pa
         full["diff"] == pytest.approx(full["mean_a"] - full["mean_b"])
         and full["ci_low"] <= full["diff"] <= full["ci_high"]
     )
-    md = next(tmp_path.glob("*.md")).read_text()
+    md = next(tmp_path.glob("compaction-cross-model-*.md")).read_text()
     assert "hierarchical bootstrap over tasks, generations within a task, answers within a generation" in md
     assert "| primary | Full | ctx-model | 1 |" in md and "| primary | Full | empty-model | 1 | 0.000 |" in md
+
+
+def _records(out: Path) -> list[str]:
+    """The records in ``out``, by name without their date."""
+    return sorted(p.name.rsplit("-", 3)[0] for p in out.glob("*.json"))
+
+
+def test_export_with_no_flags_writes_what_the_store_holds(compaction, tmp_path):
+    """A sweep of two models, then ``washexp export`` alone: it asked for ``--models a,b``."""
+    store, _, _ = compaction
+    proc = _export(store, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert _records(tmp_path) == [
+        "compaction-cross-model-ctx-model+empty-model",
+        "compaction-scripted-test-server-ctx-model",
+        "compaction-scripted-test-server-empty-model",
+    ]
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == sorted(
+        Path(line).name for line in proc.stdout.splitlines() if line.endswith(".json")
+    )
 
 
 def test_models_flag_writes_the_same_record(compaction, tmp_path):
@@ -132,7 +155,7 @@ def test_models_flag_writes_the_same_record(compaction, tmp_path):
     assert _export(store, a, "--sweep", sweep).returncode == 0
     proc = _export(store, b, "--models", "ctx-model,empty-model")
     assert proc.returncode == 0, proc.stderr
-    (ja,), (jb,) = list(a.glob("*.json")), list(b.glob("*.json"))
+    (ja,), (jb,) = list(a.glob("*-cross-model-*.json")), list(b.glob("*.json"))
     assert ja.name == jb.name and ja.read_bytes() == jb.read_bytes()
     swapped = _export(store, tmp_path / "c", "--models", "empty-model,ctx-model")
     record = json.loads(next((tmp_path / "c").glob("*.json")).read_text())

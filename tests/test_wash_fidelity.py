@@ -17,9 +17,10 @@ import pytest
 from tests.conftest import ROOT, run_cli
 from tests.wash_model_server import WashScript, serve
 from washexp.config import MeasurementConfig
+from washexp.tracking.views import view_state
 from washexp.wash import chain, compressor, controlled
 from washexp.wash.cutters import Cut, Cutter
-from washexp.wash.fidelity import measurement_spec
+from washexp.wash.fidelity import headline_metrics, measurement_spec
 from washexp.wash.recall import census, occurrence_recall, recall_of
 
 BEFORE = {
@@ -148,6 +149,19 @@ def test_the_older_measurements_keep_their_identity_keys():
 
 # --- through run.py: offline on a committed store and a store by path; a rerun; the record -------
 
+
+def test_the_headline_has_fixed_names_whatever_the_washer():
+    """The UI's runs table showed "-" for controlled and chain: their figures are named after the
+    washer (``mean/gated reference/recall_pct``), and a view's columns are fixed names."""
+    controlled = {"mean/gated coalwash/recall_pct": 91.0, "mean/truncate/recall_pct": 40.0, "mean/x/recall_pct": 1.0}
+    assert headline_metrics(controlled) == {"headline/gated_recall_pct": 91.0, "headline/truncate_recall_pct": 40.0}
+    chain = {f"mean/gated reference/pass{n}/cumulative_pct": 100.0 - n for n in (1, 2, 10)}
+    assert headline_metrics(chain) == {"headline/gated_recall_pct": 90.0}  # the last pass (10, not 2)
+    shown = view_state("wash")["selectedColumns"]
+    assert {"metrics.`headline/gated_recall_pct`", "metrics.`headline/truncate_recall_pct`"} <= set(shown)
+    assert shown[:2] == ["tags.`mlflow.runName`", "tags.`sweep`"]  # two sweeps' arms share a name
+
+
 SWEEP = ["-m", "benchmark=wash", "measurement=controlled,chain"]
 
 
@@ -189,6 +203,12 @@ def test_offline_on_a_committed_store_and_one_by_path_a_rerun_creates_no_runs(tm
     assert {p.name: (p.read_bytes(), p.stat().st_mode) for p in mine.iterdir()} == before  # scratch copies only
     run_cli([*SWEEP, f"store=[lean,{mine}]"], tmp_path / "t")
     assert _finished(tmp_path / "t") == made  # the rerun creates no runs
+    db = sqlite3.connect(tmp_path / "t" / "mlflow.db")  # the runs table's headline columns are on each measurement
+    headline = db.execute(
+        "select t.value, m.key from metrics m join tags t on t.run_uuid = m.run_uuid "
+        "where t.key = 'washexp.kind' and t.value = 'measurement' and m.key like 'headline/%'"
+    ).fetchall()
+    assert sorted(k for _, k in headline) == sorted(2 * ["headline/gated_recall_pct", "headline/truncate_recall_pct"])
     record = _export(tmp_path / "t", tmp_path / "out")
     rows = {r["arm"]: r for r in record["tables"]["controlled"]["rows"]}
     assert set(rows) == {"unchecked", "gated reference", "truncate"}

@@ -19,12 +19,13 @@ runpy.run_module({module!r}, run_name="__main__", alter_sys=True)
 """
 
 
-def module_command(python: str, module: str, args: list[str]) -> list[str]:
-    """``python -m module args``, watched: the child ends when the parent's end of its stdin closes."""
-    return [python, "-c", PROGRAM.format(module=module), *args]
+def module_command(python: str, module: str, args: list[str], ignored: tuple[str, ...] = ()) -> list[str]:
+    """``python -m module args``, watched: the child ends when the parent's end of its stdin closes.
+    ``ignored``: warning filters (``-W`` values) for what the child's own imports raise."""
+    return [python, *(f"-W{w}" for w in ignored), "-c", PROGRAM.format(module=module), *args]
 
 
 def printable(command: list[str]) -> str:
     """The command for a log line, without the watchdog's program text."""
-    program = command[2] if len(command) > 2 and command[1] == "-c" else None
-    return " ".join(c for c in command if c != program)
+    at = command.index("-c") + 1 if "-c" in command else None
+    return " ".join(c for i, c in enumerate(command) if i != at)

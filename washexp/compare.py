@@ -262,7 +262,8 @@ def main(argv: list[str]) -> int:
         if args.a == args.b and args.a.startswith(MODEL):
             raise ConfigError(f"A and B are both {args.a}: name two models")
         a = load_side(args.a, args.tracking_uri, args.experiment, tuple(args.sweep))
-        b = load_side(args.b, args.tracking_uri, args.experiment, tuple(args.sweep))
+        same = args.b == args.a  # a sweep against itself (a sanity check): its record is built once
+        b = a if same else load_side(args.b, args.tracking_uri, args.experiment, tuple(args.sweep))
         found = compare(a, b, args.allow_subset)
     except _Usage as err:
         print(f"washexp compare: {err}", file=sys.stderr)

@@ -35,16 +35,33 @@ def merged_overrides(per_arm: list[str]) -> str:
     ``method=S,H compaction.topn=0,1`` (Hydra's ``override_dirname`` joins with ``,``)."""
     values: dict[str, list[str]] = {}
     for text in per_arm:
-        for item in text.split(",") if text != "(defaults)" else []:
-            key, eq, value = item.partition("=")
-            if eq:
-                values.setdefault(key, [])
-                if value not in values[key]:
-                    values[key].append(value)
-            elif values:  # a value of the previous key holding a comma (a list)
-                last = values[next(reversed(values))]
-                last[-1] += "," + item
+        for item in _items(text) if text != "(defaults)" else []:
+            key, _, value = item.partition("=")
+            values.setdefault(key, [])
+            if value not in values[key]:
+                values[key].append(value)
     return " ".join(f"{k}={','.join(v)}" for k, v in values.items()) or "(defaults)"
+
+
+def _items(text: str) -> list[str]:
+    """One arm's ``key=value,key=value``, split at the commas between items only: a list or a
+    mapping value (``task=[a,b]``, ``{k:v,...}``) and an escaped comma (``\\,``) stay whole."""
+    items, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2  # an escaped character, never a separator
+            continue
+        if c in "[{(":
+            depth += 1
+        elif c in "]})":
+            depth = max(0, depth - 1)
+        elif c == "," and depth == 0:
+            items.append(text[start:i])
+            start = i + 1
+        i += 1
+    items.append(text[start:])
+    return [item for item in items if item]
 
 
 def sweep_rows(runs, experiment: str) -> list[SweepRow]:

@@ -38,9 +38,9 @@ REFERENCE_HEADLINE = (
 def build(runs: pd.DataFrame, options) -> list[Record]:
     study = study_runs(runs, model=options.model, sweeps=options.sweeps, until=options.date)
     records = []
-    for _, arms in study.arms.groupby("model", sort=True):
+    for model, arms in study.arms.groupby("model", sort=True):
         conds = study.conditions[study.conditions["arm_run_id"].isin(arms["run_id"])]
-        record = _record(arms, conds, study.notes, options.experiment, options.uri)
+        record = _record(arms, conds, tuple(study.notes.get(model, ())), options.experiment, options.uri)
         final = arms[arms["phase"] == "final"]
         record = _with_closed_book(record, final, conds, options.uri)
         records.append(dataclasses.replace(record, data=compare_data(final, conds, options.uri)))

@@ -43,13 +43,13 @@ class StudyRuns:
     """One row per arm: label, method, topn, phase, model, sweep, overrides, run_id, metrics.*."""
     conditions: pd.DataFrame
     """One row per (arm, task): label, task, cohort, status, run_id, arm_run_id, metrics.*."""
-    notes: tuple[str, ...] = field(default=())
-    """Runs seen but left out, and why."""
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    """Per model: its runs seen but left out, and why."""
 
 
 def select_arms(
     runs: pd.DataFrame, *, model: str | None = None, sweeps: tuple[str, ...] = (), until: str | None = None
-) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list[str]]]:
     """The arm runs a record covers (see :mod:`washexp.export.selection`) and their conditions."""
     arms = selection.parents(runs, "arm", model=model, sweeps=sweeps, until=until).rename(columns=ARM_COLUMNS)
     if "topn" not in arms:  # Full carries no top-N tag: a store of Full arms alone has no such column
@@ -58,7 +58,7 @@ def select_arms(
     arms["label"] = [a.label for a in each]
     arms["order"] = [a.order for a in each]
     kids = selection.children(runs, arms["run_id"], ("condition",)).rename(columns={"tags.task": "task"})
-    chosen, notes = selection.newest_complete(arms, kids, ["model", "label", "phase"], "task")
+    chosen, notes = selection.newest_complete_per_model(arms, kids, ["model", "label", "phase"], "task")
     if chosen.empty:
         return chosen, kids.iloc[0:0], notes
     chosen = chosen.iloc[sorted(range(len(chosen)), key=lambda i: (chosen["phase"].iloc[i], chosen["order"].iloc[i]))]
@@ -87,7 +87,7 @@ def study_runs(
     arms, kids, notes = select_arms(runs, model=model, sweeps=sweeps, until=until)
     if arms.empty:
         raise WashexpError("no finished arm runs match the filters (model, sweep, date)")
-    return StudyRuns(arms, conditions_of(kids, arms), tuple(notes))
+    return StudyRuns(arms, conditions_of(kids, arms), notes)
 
 
 def metric(frame: pd.DataFrame, name: str) -> pd.Series:

@@ -15,8 +15,6 @@ runs is decided once, here (:func:`method_for`); the pipeline then asks the meth
 from __future__ import annotations
 
 import logging
-import os
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -32,6 +30,7 @@ from washexp.compaction.method import BUILTINS, Method, builtin
 from washexp.compaction.plugin import Plugin, build
 from washexp.compaction.roles import Roles, roles_for
 from washexp.config import identify
+from washexp.console import ArmBar, result
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_json, tree_digest
 from washexp.ledger import Entry, plural
@@ -235,26 +234,28 @@ def run_job(cfg, job, sweep) -> None:
             metrics |= prompt_tokens_evaluated(logs)
         return Result(metrics, artifacts, manifest={"source": plan.source})
 
+    bar = sweep.shared(("bar", plan.parent.hash), lambda: ArmBar(plan.arm.label, len(plan.tasks), "condition", log))
+
     def progress(work: Work, state: str, counts: dict[str, int]) -> None:
-        """One stderr line per computed condition, so a long sweep can be followed; quiet in CI."""
-        if os.environ.get("CI", "").lower() in ("1", "true"):
-            return
+        """Each computed condition: the arm's bar moves (on a terminal), its line goes to the log."""
         roles = plan.cache.roles
         calls = f", {roles.calls()}" if roles.calls else ""
-        print(
-            f"  {work.name}: {state} ({sum(counts.values())}/{len(plan.tasks)} conditions,"
-            f" {counts['reused']} reused, {counts['failed']} failed{calls})",
-            file=sys.stderr,
-            flush=True,
+        done = sum(counts.values())
+        line = (
+            f"  {work.name}: {state} ({done}/{len(plan.tasks)} conditions,"
+            f" {counts['reused']} reused, {counts['failed']} failed{calls})"
         )
+        bar.step(done, line)
 
     def report(outcome: GroupOutcome) -> None:
+        bar.close()  # the result line takes its place
         sweep.ledger.append(Entry.of(job.sweep, cfg.benchmark.name, cfg.tracking, len(plan.tasks), outcome))
         if outcome.reused:
-            log.info("%s: finished already; rerun=true runs it again", plan.arm.label)
+            result(log, "%s: finished already; rerun=true runs it again", plan.arm.label)
             return
         m, n = outcome.metrics, outcome.counts
-        log.info(
+        result(
+            log,
             "%s: %s (%d run, %d reused, %d failed) · retention primary %s · control %s%s",
             plan.arm.label,
             plural(len(plan.tasks), "condition"),

@@ -3,8 +3,8 @@
 ``export(options)`` reads an experiment's runs (through :mod:`washexp.tracking`), hands them to
 the family's record builder (``washexp.benchmarks.RECORDS``), and writes each record as
 ``<out>/<topic>-<platform>-<YYYY-MM-DD>.md`` and ``.json`` plus its PNG plots.
-With ``models`` (``--models a,b``), or ``sweeps`` that hold several models, it also writes one
-cross-model record with the models side by side (:mod:`washexp.export.crossmodel`).
+Runs of several models (and no ``--model``) also give one cross-model record with the models side
+by side (:mod:`washexp.export.crossmodel`); ``--models a,b`` gives that record alone.
 """
 
 from __future__ import annotations
@@ -70,19 +70,16 @@ def build(options: ExportOptions) -> list[Record]:
         crossmodel.check_present(runs, topic, options)
         return [CROSS_RECORDS.get(topic)(runs, options)]
     records = builder(runs, options)
+    if options.model is not None or topic not in crossmodel.PARENT_KIND or len(records) < 2:
+        return records
+    # several models (a sweep of model.name=a,b, or a store of several): what they hold is each
+    # model's record and the one with them side by side, asked for or not
+    models = tuple(str(r.provenance["model"]) for r in records)
+    cross = CROSS_RECORDS.get(topic)(runs, replace(options, models=models))
     stems = [r.stem for r in records]
-    clash = sorted({s for s in stems if stems.count(s) > 1})
-    several = options.sweeps and options.model is None and topic in crossmodel.PARENT_KIND and len(records) > 1
-    if several:  # a sweep holding several models: their cross-model record too
-        models = tuple(crossmodel.models_in(runs, topic, options))
-        cross = CROSS_RECORDS.get(topic)(runs, replace(options, models=models))
-        return [cross] if clash else [*records, cross]  # the cross-model record holds each model's rows
-    if clash:
-        raise WashexpError(
-            f"several models would write {', '.join(clash)}: choose one with --model, or put them side by side "
-            "with --models a,b"
-        )
-    return records
+    if len(set(stems)) < len(stems):  # two models of one platform on one day: each record names its model
+        records = [r.with_platform(f"{r.platform}-{crossmodel.slug(str(r.provenance['model']))}") for r in records]
+    return [*records, cross]
 
 
 def check_writable(out: Path) -> None:

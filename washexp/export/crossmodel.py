@@ -1,6 +1,6 @@
 """Which models a cross-model record puts side by side, and what the record is named.
 
-``washexp export --models a,b`` (or ``--sweep`` of a sweep holding several models) writes one
+``washexp export --models a,b`` (or an export that finds several models) writes one
 record with the models side by side; each family builds its own (``benchmarks.CROSS_RECORDS``)
 from the per-model records of the same runs, so a figure in it is the figure of that model's own
 record. Every model asked for must have runs of the family's parent kind after the filters

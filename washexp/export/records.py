@@ -87,11 +87,17 @@ class Record:
 
     def as_copy(self, copy: int) -> Record:
         """The same record under ``<stem>-<copy>``, its plots renamed with it."""
-        old, new = self.stem, replace(self, copy=copy).stem
+        return self._renamed(replace(self, copy=copy))
+
+    def with_platform(self, platform: str) -> Record:
+        """The same record under another platform label, so another name, its plots renamed with it."""
+        return self._renamed(replace(self, platform=platform))
+
+    def _renamed(self, new: Record) -> Record:
+        old = self.stem
         if any(not p.file.startswith(old) for p in self.plots):
             raise ValueError(f"a plot of {old} is not named after it: {[p.file for p in self.plots]}")
-        plots = tuple(replace(p, file=new + p.file.removeprefix(old)) for p in self.plots)
-        return replace(self, copy=copy, plots=plots)
+        return replace(new, plots=tuple(replace(p, file=new.stem + p.file.removeprefix(old)) for p in self.plots))
 
     def files(self) -> dict[str, bytes]:
         """Every file of the record by name: ``<stem>.md``, ``<stem>.json`` and the plots."""

@@ -114,6 +114,20 @@ def newest_complete(
     return (pd.DataFrame(chosen) if chosen else candidates.iloc[0:0]), notes
 
 
+def newest_complete_per_model(
+    candidates: pd.DataFrame, kids: pd.DataFrame, keys: list[str], child: str
+) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """:func:`newest_complete` within each model's parents: a record is one model's, so what it
+    covers, and the runs its notes say were left out, are that model's alone (another model's
+    FAILED sweep is no note of this one's). Notes by model."""
+    chosen, notes = [], {}
+    for model, group in candidates.groupby("model", sort=True, dropna=False):
+        picked, said = newest_complete(group, kids, keys, child)
+        chosen.append(picked)
+        notes[model] = said
+    return (pd.concat(chosen) if chosen else candidates.iloc[0:0]), notes
+
+
 def _key(row: pd.Series, keys: list[str]) -> str:
     return " ".join(str(row[k]) for k in keys)
 

@@ -158,7 +158,8 @@ class OpenAIModel:
                 break
             if wait is None:
                 wait = random.uniform(0, min(BACKOFF_CAP_S, self.backoff_s * 2**attempt))
-            log.warning("%s: %s; retry %d/%d in %.1fs", self.endpoint, last, attempt + 1, self.max_retries, wait)
+            # the job's log only: a retry that works is no news, and one that does not ends in one error line
+            log.info("%s: %s; retry %d/%d in %.1fs", self.endpoint, last, attempt + 1, self.max_retries, wait)
             self._closed.wait(min(wait, BACKOFF_CAP_S))
         tries = self.max_retries + 1
         raise ModelError(

@@ -7,6 +7,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 
 
@@ -72,24 +73,31 @@ def load_table(uri: str, artifact_file: str, run_ids: list[str]):
     Read file by file, not by ``mlflow.load_table``: that one searches the active experiment, not
     the runs', and turns a missing table into a warning."""
     import pandas as pd
+
+    frames = [_table(uri, artifact_file, run_id).assign(run_id=run_id) for run_id in run_ids]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id"])
+
+
+@lru_cache(maxsize=4096)
+def _table(uri: str, artifact_file: str, run_id: str):
+    """One run's table, read once per process: a record reads the same conditions' tables for
+    several of its parts, and ``compare`` of a sweep with itself builds its record twice (each
+    read is two run lookups and a download: 0.1 s on a busy machine, times 336 for the main job).
+    A logged artifact never changes, so a table read is a table known. Callers get a copy."""
+    import pandas as pd
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     from washexp.errors import WashexpError
 
-    client = MlflowClient(uri)
-    frames = []
     with quiet_mlflow(), tempfile.TemporaryDirectory(prefix="washexp-table-") as tmp:
-        for run_id in run_ids:
-            try:
-                local = client.download_artifacts(run_id, artifact_file, str(Path(tmp) / run_id))
-                frame = pd.read_json(Path(local), orient="split", dtype=False)
-            except (MlflowException, OSError) as err:
-                raise WashexpError(f"run {run_id}: no table {artifact_file} ({_first_line(err)})") from None
-            except ValueError as err:  # pandas: not a split-orient table
-                raise WashexpError(f"run {run_id}: table {artifact_file} cannot be read ({_first_line(err)})") from None
-            frames.append(frame.assign(run_id=run_id))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id"])
+        try:
+            local = MlflowClient(uri).download_artifacts(run_id, artifact_file, tmp)
+            return pd.read_json(Path(local), orient="split", dtype=False)
+        except (MlflowException, OSError) as err:
+            raise WashexpError(f"run {run_id}: no table {artifact_file} ({_first_line(err)})") from None
+        except ValueError as err:  # pandas: not a split-orient table
+            raise WashexpError(f"run {run_id}: table {artifact_file} cannot be read ({_first_line(err)})") from None
 
 
 def _first_line(err: BaseException) -> str:

@@ -23,7 +23,8 @@ HEADLINES = {
     "wash": (
         "measurement",
         ["off/ceiling", "off/muscle_lost", "off/fat_removed_pct", "configured/muscle_lost"]
-        + ["configured/fat_removed_pct", "delta_pct"],
+        + ["configured/fat_removed_pct", "delta_pct"]
+        + [f"headline/{role}_recall_pct" for role in ("gated", "truncate", "plain")],  # controlled, chain
     ),
 }
 """Per family: the run kind the table shows, and its headline metric columns (the first found)."""
@@ -31,16 +32,17 @@ HEADLINES = {
 
 def view_state(family: str) -> dict:
     """The shared view for one family's experiment: its top-level runs, sorted by name, with the
-    headline metrics as columns and every run shown (not the first 10)."""
+    headline metrics as columns and every run shown (not the first 10). The sweep's id is a
+    column beside the name: arms of two sweeps share a name (``S top1 · arm``)."""
     kind, metrics = HEADLINES.get(family, ("arm", []))
-    columns = ["tags.`mlflow.runName`", *(f"metrics.`{m}`" for m in metrics)]
+    columns = ["tags.`mlflow.runName`", "tags.`sweep`", *(f"metrics.`{m}`" for m in metrics)]
     return {
         "searchFilter": f"tags.`washexp.kind` = '{kind}'",
         "orderByKey": "tags.`mlflow.runName`",
         "orderByAsc": True,
         "selectedColumns": columns,
         "columnOrder": columns,  # the headline first, in this order (the UI otherwise sorts by name)
-        "columnWidths": {c: 140 for c in columns[1:]},  # wide enough for `primary/retention`
+        "columnWidths": {c: 140 for c in columns[2:]} | {columns[1]: 220},  # `primary/retention`; a sweep id
         "runsHiddenMode": "SHOW_ALL",
     }
 

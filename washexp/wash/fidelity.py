@@ -121,9 +121,35 @@ def summarize(config_yaml: str, manifest: dict):
         for k in keys:
             vals = [v[k] for v in done if k in v]
             out[f"mean/{k}"] = sum(vals) / len(vals)
+        out |= headline_metrics(out)
         return Result(out, {"config.yaml": config_yaml}, manifest=manifest)
 
     return summary
+
+
+HEADLINE_ROLES = ("gated", "truncate", "plain")
+"""The arms (controlled) or chains (chain) every fidelity measurement may have, by the first word
+of their name (``gated <washer>``, ``truncate``, ``plain``)."""
+
+
+def headline_metrics(means: dict[str, float]) -> dict[str, float]:
+    """The measurement's headline under fixed names, so the runs table has a column for it
+    whatever the washer is called: ``headline/<role>_recall_pct``, each arm's mean recall over
+    stores (controlled), or each chain's mean cumulative recall at its last pass (chain)."""
+    out: dict[str, float] = {}
+    last: dict[str, int] = {}
+    for k, v in sorted(means.items()):
+        arm = re.fullmatch(r"mean/([^/]+)/recall_pct", k)
+        chain = re.fullmatch(r"mean/([^/]+)/pass(\d+)/cumulative_pct", k)
+        role = (arm or chain)[1].split()[0] if arm or chain else None
+        if role not in HEADLINE_ROLES:
+            continue
+        if chain and int(chain[2]) < last.get(role, 0):
+            continue
+        if chain:
+            last[role] = int(chain[2])
+        out[f"headline/{role}_recall_pct"] = v
+    return out
 
 
 def headline(name: str, metrics: dict[str, float]) -> str:

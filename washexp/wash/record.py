@@ -85,13 +85,13 @@ def build(runs: pd.DataFrame, options) -> list[Record]:
         found[k] = selection.tag(found, k)
     children = selection.children(runs, found["run_id"], ("wash-store", "wash-arm", "wash-fidelity"))
     children["planned"] = list(zip(selection.tag(children, "store"), selection.tag(children, "arm"), strict=True))
-    parents, notes = selection.newest_complete(found, children, KEYS, "planned")
+    parents, notes = selection.newest_complete_per_model(found, children, KEYS, "planned")
     if parents.empty:
         raise WashexpError("no finished wash measurement runs match the filters (model, sweep, date)")
     records = []
     for model, group in parents.groupby("model", sort=True):
         kids = children[children["parent"].isin(group["run_id"])]
-        records.append(_record(model, group, kids, options, tuple(notes)))
+        records.append(_record(model, group, kids, options, tuple(notes.get(model, ()))))
     return records
 
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from washexp import machine
+from washexp import console, machine
 from washexp.config import identify
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import tree_digest
@@ -294,13 +294,25 @@ def run_job(cfg, job, sweep) -> dict[str, float]:
     if washer_model is not None:  # what each child's calls cost, and the measurement's sum
         compute, summarize = _charged(compute, summarize, washer_model.recorder)
     parent = Work(f"{label} · {m.name}", parent_identity, params, {**tags, "washexp.kind": "measurement"})
-    outcome = run_group(tracker, parent, children, compute, summarize, rerun=cfg.rerun, fatal=(ModelError,))
+    bar = sweep.shared(("bar", parent.hash), lambda: console.ArmBar(f"{label} · {m.name}", len(children), "run", log))
+
+    def progress(work: Work, state: str, counts: dict[str, int]) -> None:
+        done = sum(counts.values())
+        bar.step(done, f"  {work.name}: {state} ({done}/{len(children)}, {counts['failed']} failed)")
+
+    try:
+        outcome = run_group(
+            tracker, parent, children, compute, summarize, rerun=cfg.rerun, fatal=(ModelError,), on_done=progress
+        )
+    finally:
+        bar.close()  # the result line takes its place
     sweep.ledger.append(Entry.of(job.sweep, cfg.benchmark.name, cfg.tracking, len(children), outcome))
     if outcome.reused:
-        log.info("%s: finished already; rerun=true runs it again", label)
+        console.result(log, "%s: finished already; rerun=true runs it again", label)
     else:
         n = outcome.counts
-        log.info(
+        console.result(
+            log,
             "%s: %d run, %d reused, %d failed · %s",
             label,
             n["run"],
