@@ -262,6 +262,7 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
     from omegaconf.errors import OmegaConfBaseException
 
     from washexp.project import find_root
+    from washexp.project import new_command as new_output_dirs
 
     args = sys.argv[1:] if argv is None else argv
     try:
@@ -278,6 +279,7 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
         return 2
     register()
     os.environ["WASHEXP_PROJECT"] = str(root)  # conf/config.yaml puts outputs/ and multirun/ there
+    new_output_dirs()  # this command's own folder, even when another started in the same second
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # let errors reach us; we print one line
     sweep = Sweep(root)
 
