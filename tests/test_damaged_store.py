@@ -110,39 +110,48 @@ def test_a_store_on_a_read_only_mount_is_one_line(good, tmp_path):
 
 
 FULL = """
-mount -t tmpfs -o size=7m tmpfs "$STORE" || exit 97
+mount -t tmpfs -o size=7m tmpfs "$MOUNT" || exit 97
 "$PY" "$RUN" -m method=S,H topn=0..5 $ARGS > "$OUT/full.out" 2> "$OUT/full.err"; echo $? > "$OUT/full.rc"
 "$PY" -c "$COUNT" > "$OUT/full.status"
-mount -o remount,size=64m "$STORE"
+mount -o remount,size=64m "$MOUNT"
 "$PY" "$RUN" -m method=S,H topn=0..5 $ARGS > "$OUT/again.out" 2> "$OUT/again.err"; echo $? > "$OUT/again.rc"
 "$PY" -c "$COUNT" > "$OUT/again.status"
 """
 
 
-def test_a_store_that_fills_mid_run_is_one_line_and_the_next_start_recovers(tmp_path):
-    """A 7 MB filesystem (tmpfs, in a mount namespace of its own) fills while the main job writes:
-    one line, exit 1, no traceback; the runs it could not end stay RUNNING and the next start, with
-    room again, marks them KILLED and finishes the sweep."""
+def _in_a_small_mount(tmp_path: Path, script: str, mount: Path, db: Path, **extra: str) -> Path:
+    """Run ``script`` in a mount namespace of its own (``$MOUNT`` gets a tmpfs there, ``$ARGS`` the
+    sweep's tracking and folder), skipping where the machine cannot; the folder of its outputs."""
     if shutil.which("unshare") is None or subprocess.run(["unshare", "--mount", "true"]).returncode != 0:
         pytest.skip("unshare --mount is not available here: cannot give the store a small filesystem")
-    store, out = tmp_path / "store", tmp_path / "out"
-    store.mkdir()
+    out = tmp_path / "out"
+    mount.mkdir()
     out.mkdir()
-    db = store / "mlflow.db"
-    count = f"import sqlite3, json; print(json.dumps(dict(sqlite3.connect('{db}').execute("
-    count += "'select status, count(*) from runs group by status').fetchall())))"
     env = {
-        "STORE": str(store),
+        "MOUNT": str(mount),
         "OUT": str(out),
         "PY": sys.executable,
         "RUN": str(ROOT / "run.py"),
-        "COUNT": count,
-        "ARGS": f"tracking.uri=sqlite:///{db} tracking.artifacts={store / 'mlruns'} hydra.sweep.dir={tmp_path / 'm'}",
+        "ARGS": f"tracking.uri=sqlite:///{db} tracking.artifacts={mount / 'mlruns'} hydra.sweep.dir={tmp_path / 'm'}",
         "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
+        **extra,
     }
-    proc = subprocess.run(["unshare", "--mount", "sh", "-c", FULL], env=env, cwd=tmp_path, timeout=900)
+    proc = subprocess.run(["unshare", "--mount", "sh", "-c", script], env=env, cwd=tmp_path, timeout=900)
     if proc.returncode == 97:
         pytest.skip("cannot mount a tmpfs here")
+    return out
+
+
+def test_a_store_that_fills_mid_run_is_one_line_and_the_next_start_recovers(tmp_path):
+    """A 7 MB filesystem (tmpfs, in a mount namespace of its own) fills while the main job writes:
+    one line, exit 1, no traceback; the runs it could not end (those it could end FAILED while
+    SQLite still had room) stay RUNNING and the next start, with room again, marks them KILLED and
+    finishes the sweep."""
+    store = tmp_path / "store"
+    db = store / "mlflow.db"
+    count = f"import sqlite3, json; print(json.dumps(dict(sqlite3.connect('{db}').execute("
+    count += "'select status, count(*) from runs group by status').fetchall())))"
+    out = _in_a_small_mount(tmp_path, FULL, store, db, COUNT=count)
     err = (out / "full.err").read_text()
     lines = [line for line in err.splitlines() if line.startswith("washexp: ")]  # beside the progress lines
     assert (out / "full.rc").read_text().strip() == "1" and len(lines) == 1, err[-3000:]
@@ -156,4 +165,29 @@ def test_a_store_that_fills_mid_run_is_one_line_and_the_next_start_recovers(tmp_
     again = json.loads((out / "again.status").read_text())
     # 180 conditions and arms, plus a link run for each finished condition a redone arm reuses
     assert again.pop("FINISHED") >= 180
-    assert again == ({"KILLED": status["RUNNING"]} if status.get("RUNNING") else {})
+    expected = {"KILLED": status["RUNNING"]} if status.get("RUNNING") else {}
+    expected |= {"FAILED": status["FAILED"]} if status.get("FAILED") else {}  # ended while SQLite had room
+    assert again == expected
+
+
+ARTIFACTS_FULL = """
+mount -t tmpfs -o size=100k tmpfs "$MOUNT" || exit 97
+"$PY" "$RUN" -m method=S,H topn=0..2 $ARGS > "$OUT/full.out" 2> "$OUT/full.err"; echo $? > "$OUT/full.rc"
+"""
+
+
+def test_a_full_disk_under_the_artifacts_ends_the_runs_in_progress_failed(tmp_path):
+    """The artifact folder fills mid-sweep (a 100 KB tmpfs) while the database can still be written:
+    one line, exit 1, and no run is left RUNNING: those in progress end FAILED, naming why (issue 37)."""
+    db = tmp_path / "mlflow.db"
+    out = _in_a_small_mount(tmp_path, ARTIFACTS_FULL, tmp_path / "art", db)
+    err = (out / "full.err").read_text()
+    lines = [line for line in err.splitlines() if line.startswith("washexp: ")]
+    assert (out / "full.rc").read_text().strip() == "1" and len(lines) == 1, err[-3000:]
+    assert lines[0] == f"washexp: sqlite:///{db}: the tracking store failed mid-run (No space left on device)"
+    assert "Traceback" not in err, err[-3000:]
+    with sqlite3.connect(db) as con:
+        status = dict(con.execute("select status, count(*) from runs group by status").fetchall())
+        errors = {v for (v,) in con.execute("select value from tags where key = 'washexp.error'")}
+    assert "RUNNING" not in status and status.get("FAILED", 0) >= 1, status
+    assert "its artifacts could not be stored: OSError: [Errno 28] No space left on device" in errors

@@ -263,7 +263,7 @@ def test_the_sqlite_store_commits_through_a_write_ahead_log(tmp_path):
 
 def test_a_write_that_fails_on_the_writer_thread_is_raised_at_the_next_tracking_call(tmp_path, database):
     """Runs are written on the tracker's writer thread: its failure must reach the sweep, and the
-    run must not read FINISHED (it stays RUNNING, so a later start redoes it)."""
+    run must not read FINISHED: it ends FAILED (a later start redoes it), naming why."""
     from urllib.parse import urlparse
 
     tracker = _open(database, tmp_path, str(tmp_path / "mlruns"))
@@ -277,8 +277,42 @@ def test_a_write_that_fails_on_the_writer_thread_is_raised_at_the_next_tracking_
 
     with pytest.raises(StoreError, match="the tracking store failed mid-run"):  # one line, not a traceback
         tracker.close()
-    assert tracker.client.get_run(run.run_id).info.status == "RUNNING"
+    stored = tracker.client.get_run(run.run_id)
+    assert stored.info.status == "FAILED"
+    assert stored.data.tags["washexp.error"].startswith("its artifacts could not be stored: ")
     tracker.close()  # reported once; the writer goes on
+
+
+def test_a_full_disk_mid_sweep_ends_the_runs_in_progress_failed_not_running(tmp_path, database):
+    """The artifact folder cannot take a run's files (a real file-system limit: RLIMIT_FSIZE, as a
+    full disk's ENOSPC): that run and the runs still open end FAILED while the database can be
+    written, and the failure is one StoreError (issue 37: they were left RUNNING)."""
+    import resource
+
+    from washexp.tracking.writer import StoreError
+
+    tracker = _open(database, tmp_path, str(tmp_path / "mlruns"))
+    tracker.wait_set_up()
+    arm = tracker.open("S top2", "arm", PARAMS, TAGS)
+    full = tracker.open("S top2 · backup", "h1", PARAMS, TAGS, parent_id=arm.run_id)
+    open_ = tracker.open("S top2 · payment", "h2", PARAMS, TAGS, parent_id=arm.run_id)
+    sizes = [f.stat().st_size for f in tmp_path.rglob("*") if f.is_file()]  # a SQLite store's files
+    limit = max([0, *sizes]) + (1 << 20)  # room for the database's rows
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        full.finish(METRICS, {"context.txt": b"x" * (2 * limit)})  # larger than the file system takes
+        tracker._writer._queue.join()  # its write has failed on the writer thread
+        with pytest.raises(StoreError, match="the tracking store failed mid-run"):
+            open_.end_by(StoreError("stopped"))  # what the sweep does to the runs still open
+        arm.end_by(StoreError("stopped"))
+        tracker.close()  # reported once
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    status = {r.info.run_name: r.info.status for r in tracker.client.search_runs([tracker.experiment_id])}
+    assert status == {"S top2": "FAILED", "S top2 · backup": "FAILED", "S top2 · payment": "FAILED"}
+    error = tracker.client.get_run(full.run_id).data.tags["washexp.error"]
+    assert error == "its artifacts could not be stored: OSError: [Errno 27] File too large"
 
 
 @pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])

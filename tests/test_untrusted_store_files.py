@@ -118,6 +118,29 @@ def test_a_file_name_that_is_not_utf8_is_one_line_exit_2(tmp_path):
     one_line_exit_2(done, "UTF-8")
 
 
+@pytest.mark.parametrize("tier", ["quick", "full"])
+def test_a_200_mb_store_is_refused_in_one_line_before_any_work(tier, tmp_path):
+    """The trap: the full tier on a 200 MB store grew to 5.9 GB, then a MemoryError. The store's
+    size is read from its directory entries (a sparse file: no byte of it is read) and refused."""
+    store = copy_store("superseded", tmp_path)
+    with open(store / "huge.md", "wb") as fh:
+        fh.truncate(200 << 20)
+    before = sorted(os.listdir(store))
+    done = wash(store, tmp_path, "--tier", tier)
+    one_line_exit_2(done, "200.0 MiB", "over the 16 MiB")
+    assert sorted(os.listdir(store)) == before  # no snapshot, no journal, no gauge state
+
+
+def test_a_store_file_that_grows_after_it_was_measured_is_still_capped(tmp_path, monkeypatch):
+    from washexp.wash import files
+
+    store = copy_store("superseded", tmp_path)
+    monkeypatch.setattr(files, "MAX_STORE_BYTES", 100)  # what the store's entries said fitted
+    monkeypatch.setattr(files.os, "lstat", lambda _path: os.stat_result((0,) * 10))  # each measured empty
+    with pytest.raises(FixtureError, match="over the 0 MiB"):
+        files.read_md_bytes(store)
+
+
 def test_a_journal_restores_only_the_modes_and_owners_the_files_had(tmp_path):
     """The trap: a crafted journal naming mode 0777 and another owner for a file had them
     applied by the rollback. A rollback restores a written file with the mode and owner it has

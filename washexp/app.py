@@ -31,6 +31,7 @@ from pathlib import Path
 
 from washexp.config import SHORT_KEYS, SHORT_PREFIXES, register
 from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
+from washexp.inputs import check_config_tree
 from washexp.ledger import closing_lines
 from washexp.masking import declare, guarded_streams
 from washexp.models.cost import new_command
@@ -70,6 +71,17 @@ def expand_short_keys(args: list[str]) -> list[str]:
             arg = f"{sign}{SHORT_PREFIXES[prefix]}{key[len(prefix) :]}={value}" if prefix else arg
         out.append(arg)
     return out
+
+
+def config_dirs(args: list[str], root: Path) -> list[Path]:
+    """The folders Hydra reads configs from: the project's ``conf/`` and a ``--config-dir``/``-cd``."""
+    folders = [root / "conf"]
+    for i, arg in enumerate(args):
+        if arg in ("--config-dir", "-cd") and i + 1 < len(args):
+            folders.append(Path(args[i + 1]))
+        elif arg.startswith("--config-dir="):
+            folders.append(Path(arg.partition("=")[2]))
+    return [f for f in folders if f.is_dir()]
 
 
 def check_override_keys(args: list[str], root: Path) -> None:
@@ -262,6 +274,7 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
     from omegaconf.errors import OmegaConfBaseException
 
     from washexp.project import find_root
+    from washexp.project import new_command as new_output_dirs
 
     args = sys.argv[1:] if argv is None else argv
     try:
@@ -272,12 +285,15 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
             print(run_help(root))
             return 0
         check_override_keys(args, root)
+        for folder in config_dirs(args, root):  # an alias bomb in a config: one line, not a hang
+            check_config_tree(folder)
         sys.argv = [sys.argv[0], *expand_short_keys(expand_ranges(args))]
     except WashexpError as err:
         print(f"washexp: {err}", file=sys.stderr)
         return 2
     register()
     os.environ["WASHEXP_PROJECT"] = str(root)  # conf/config.yaml puts outputs/ and multirun/ there
+    new_output_dirs()  # this command's own folder, even when another started in the same second
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # let errors reach us; we print one line
     sweep = Sweep(root)
 

@@ -19,7 +19,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
+
+from washexp.project import new_dir
 
 
 @dataclass
@@ -306,3 +308,8 @@ BUILTIN_METHODS = ("full", "none", "S", "H", "plugin")
 """The options ``conf/method/`` defines; an entry point never shadows one."""
 BUILTIN_WASHERS = ("reference", "command", "coalwash", "plain", "plugin")
 """The options ``conf/washer/`` defines; an entry point never shadows one."""
+
+
+# At import, not in register(): a parallel launcher's worker resolves hydra.sweep.dir having only
+# unpickled its job (which imports washexp.app, and so this module). Cached per config, as ${now:}.
+OmegaConf.register_new_resolver("washexp.new_dir", new_dir, use_cache=True, replace=True)

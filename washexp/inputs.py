@@ -168,3 +168,12 @@ def expanded_size(data: Any, stop: int) -> int:
         return total
 
     return size(data)
+
+
+def check_config_tree(folder: Path) -> None:
+    """Every ``*.yaml`` file under ``folder`` (Hydra's config folder) that holds an anchor, checked
+    as :func:`load_yaml` checks one: Hydra would copy an alias bomb's billions of values into its
+    config and hang. A file with no ``&`` has no anchor, so no alias: it is not parsed here."""
+    for path in sorted(folder.rglob("*.yaml")):
+        if path.is_file() and b"&" in path.read_bytes():
+            load_yaml(path)

@@ -17,6 +17,7 @@ model name and the request) differs for two files or two windows: they never sha
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +114,8 @@ def serve(model, endpoint, root: Path) -> Served:
             alias=alias,
             n_ctx=model.n_ctx,
             threads=endpoint.threads,
-            log_path=log_dir(endpoint, root) / f"{time.strftime('%Y%m%d-%H%M%S')}-{sha256[:12]}.log",
+            # the pid too: two commands in the same second must not share (and misread) one log
+            log_path=log_dir(endpoint, root) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{sha256[:12]}.log",
             timeout_s=endpoint.startup_timeout_s,
         )
     spec = {

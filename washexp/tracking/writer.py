@@ -45,7 +45,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -74,6 +74,7 @@ OWNER = f"{socket.gethostname()}:{os.getpid()}"
 
 class StoreError(WashexpError):
     """The tracking store failed mid-run (full, gone read-only, damaged): one line, exit 1. The runs
+    in progress end FAILED where the database can still be written (a full artifact folder); those
     it could not end stay RUNNING under this process, and the next start marks them KILLED."""
 
 
@@ -236,8 +237,17 @@ class _Writer:
         self._lock = threading.Lock()
         self._pending: dict[str, int] = {}
 
-    def submit(self, key: str, write, bounded: bool = True) -> None:
-        self._raise()
+    def submit(self, key: str, write, bounded: bool = True, closing: bool = False) -> None:
+        """Hand ``write`` over; raise an earlier write's failure. A ``closing`` write (a run's end)
+        is handed over first and the failure raised after: a run whose store failed (a full disk)
+        still ends FAILED where the store can still be written, never left RUNNING."""
+        if not closing:
+            self._raise()
+        self._put(key, write, bounded)
+        if closing:
+            self._raise()
+
+    def _put(self, key: str, write, bounded: bool) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="washexp-tracking-writer", daemon=True)
             self._thread.start()
@@ -580,7 +590,7 @@ class Tracker:
         held: list = []
         with _holding(held), self._guard():  # a Ctrl-C while the write is handed over waits: closed once
             run.closed = True
-            self._writer.submit(run.identity, lambda: _released(run.claim, lambda: self._write(*args)))
+            self._writer.submit(run.identity, lambda: _released(run.claim, lambda: self._write(*args)), closing=True)
         _deliver(held)
 
     def _write(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status, ended: int) -> None:
@@ -594,7 +604,13 @@ class Tracker:
         manifest = {"artifacts": {rel: sha256_bytes(data) for rel, data in sorted(files.items())}, **manifest_extra}
         blob = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
         files["manifest.json"] = blob
-        self._store_files(run, files)
+        try:
+            self._store_files(run, files)
+        except Exception as err:
+            if _store_failure(self.uri, err) is None:
+                raise
+            self._end_without_files(run, status, ended, secrets, err)
+            raise
         mirrored = {f"washexp.sha256.{rel}": digest for rel, digest in manifest["artifacts"].items()}
         mirrored["washexp.sha256.manifest"] = sha256_bytes(blob)
         for name, digests in manifest_extra.items():
@@ -604,6 +620,15 @@ class Tracker:
         if run.traces:  # before the status: a FINISHED run has its traces
             self.traces.write(run.run_id, run.traces)
         self._log(run, metrics, {**tags, **mirrored}, status, ended, secrets)
+
+    def _end_without_files(self, run: Run, status: str, ended: int, secrets: list[str], err: Exception) -> None:
+        """The run's files could not be stored (a full disk, a folder gone read-only): it still
+        ends, FAILED (KILLED stays KILLED), where its rows can be written; else it stays RUNNING
+        and the next start marks it KILLED."""
+        reason = f"its artifacts could not be stored: {type(err).__name__}: {err}"
+        tags = {ERROR_TAG: reason[:5000], ERROR_TYPE_TAG: type(err).__name__}
+        with suppress(Exception):  # the store's own failure is the one reported
+            self._log(run, {}, tags, "KILLED" if status == "KILLED" else "FAILED", ended, secrets)
 
 
 class _NoClaim:

@@ -70,15 +70,39 @@ def entry_problem(path: Path) -> str | None:
     return None
 
 
+MAX_STORE_BYTES = 16 << 20
+"""The most ``*.md`` bytes a store may hold. A wash holds about 60 times its store in memory (a 1 MB
+store of 2,000 notes peaked at 91 MiB at the full tier, 0.5 MB at 62 MiB), so 16 MiB stays near
+1 GB; a 200 MB store ran out of memory (5.9 GB, then a MemoryError) and is refused before work."""
+
+
 def read_md_bytes(folder: str | Path) -> dict[str, bytes]:
     """name -> bytes of every top-level ``*.md`` file, in sorted-name order; a name that is not a
-    plain ``NAME.md`` is refused (``FixtureError``)."""
+    plain ``NAME.md``, or a store of more than :data:`MAX_STORE_BYTES`, is refused (``FixtureError``)
+    before a byte is read."""
     folder = Path(folder)
     names = md_names(folder)
     for name in names:
         if problem := md_name_problem(name):
             raise FixtureError(folder, None, f"refusing a store file name: {problem}")
-    return {name: (folder / name).read_bytes() for name in names}
+    total = sum(os.lstat(folder / name).st_size for name in names)
+    if total > MAX_STORE_BYTES:
+        raise FixtureError(folder, None, _too_large(total))
+    raw, left = {}, MAX_STORE_BYTES
+    for name in names:
+        with open(folder / name, "rb") as fh:
+            raw[name] = fh.read(left + 1)  # a file that grew since it was measured is still capped
+        left -= len(raw[name])
+        if left < 0:
+            raise FixtureError(folder, None, _too_large(MAX_STORE_BYTES - left))
+    return raw
+
+
+def _too_large(size: int) -> str:
+    return (
+        f"a store of {size / (1 << 20):.1f} MiB of *.md files, over the {MAX_STORE_BYTES >> 20} MiB washexp "
+        "reads (a wash holds about 60 times its store in memory): split it into smaller stores"
+    )
 
 
 def decode(folder: str | Path, raw: dict[str, bytes]) -> dict[str, str]:
