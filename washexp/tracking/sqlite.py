@@ -26,7 +26,10 @@ removed.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -116,6 +119,26 @@ def _check_writable(path: Path) -> None:
         raise ConfigError(f"{path}: the tracking store cannot be written ({why})") from None
 
 
+_REVISION = re.compile(r"^(down_)?revision\s*(?::[^=]*)?=\s*(.+)$", re.M)
+_QUOTED = re.compile(r"""['"]([0-9a-f]+)['"]""")
+
+
+@functools.cache
+def schema_head() -> str | None:
+    """The alembic revision a store made by the installed MLflow is at: the one migration no
+    other names as its ``down_revision``. Read from the files; None when they cannot be found."""
+    spec = importlib.util.find_spec("mlflow")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(spec.submodule_search_locations[0]) / "store" / "db_migrations" / "versions"
+    revisions, parents = set(), set()
+    for file in folder.glob("*.py"):
+        for down, value in _REVISION.findall(file.read_text(encoding="utf-8")):
+            (parents if down else revisions).update(_QUOTED.findall(value))
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
 CREATING = ".creating-"
 """A store being made is ``.<name>.creating-<random>`` beside its final name."""
 EMPTY_OK = {"alembic_version", "experiments", "experiment_tags"}
@@ -128,8 +151,6 @@ def half_made(path: Path) -> bool:
     ``_alembic_tmp_`` table left, no ``alembic_version``, or a revision other than the installed
     MLflow's head, whose migration it was in the middle of), and no table has a row but the
     Default experiment (id 0) and the revision. False for anything else, or what cannot be read."""
-    from washexp.tracking.literuns import schema_head
-
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
     except sqlite3.Error:
