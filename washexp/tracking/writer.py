@@ -307,6 +307,9 @@ class Tracker:
         # ('_MLFLOW_TELEMETRY_SESSION_ID'), 1 next run in 24 of bench/bench_first_run_kills.py.
         # Set here, on the calling thread, before any thread imports MLflow; a sweep never phones home.
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        # Traces are exported on our writer thread already; MLflow's own queue for them waits up to
+        # 1 s on each flush (a run's traces are flushed before its status): 1.3 s a traced run.
+        os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"
         self._db = store_path(uri)
         if self._db is not None:
             check_store(uri, write=True)  # one line for an empty, damaged or read-only file, before any work
