@@ -12,8 +12,9 @@ arm of its task) is one trace, created under the first run that closes with it (
 each run's Traces tab, and ``mlflow.search_traces(run_id=...)``, lists every call the condition
 used.
 
-Traces are written through MLflow's public tracing API only (``MlflowClient.start_trace`` /
-``end_trace``, ``link_traces_to_run``, ``mlflow.flush_trace_async_logging``), the same calls for a
+Traces are written through MLflow's public tracing API only (``mlflow.start_span_no_context``
+and the span's ``end``, ``link_traces_to_run``, ``mlflow.flush_trace_async_logging``, all in MLflow
+3.13 to 3.17), the same calls for a
 SQLite store, any other database and a tracking server. MLflow names a trace when it is written,
 but a grade row names the trace of the answer it graded before anything is written: so
 :meth:`TraceStore.trace_id` hands out a placeholder (``washexp-trace-<hex>``) that the writer
@@ -264,18 +265,19 @@ class TraceStore:
         secrets = secret_values()
         for placeholder, call in new:
             args = trace_args(call, secrets)
-            root = client.start_trace(
+            # what MlflowClient.start_trace(run_id=...) does from MLflow 3.14; 3.13 has no run_id there
+            root = mlflow.start_span_no_context(
                 args.name,
                 span_type="CHAT_MODEL",
                 inputs=args.inputs,
                 attributes=args.attributes,
                 tags=args.tags,
+                metadata={"mlflow.sourceRun": run_id},
                 experiment_id=experiment_id,
                 start_time_ns=args.started_ns,
-                run_id=run_id,
             )
             status = SpanStatus(SpanStatusCode.ERROR, args.error) if args.error is not None else "OK"
-            client.end_trace(root.trace_id, outputs=args.outputs, status=status, end_time_ns=args.ended_ns)
+            root.end(outputs=args.outputs, status=status, end_time_ns=args.ended_ns)
             self._stored[placeholder] = root.trace_id
         if new:
             mlflow.flush_trace_async_logging()  # stored before they are linked or looked for
