@@ -4,9 +4,10 @@ Against the scripted loopback server, as the real command line: a small sweep (S
 share their summaries and rankings) gives a trace for every call behind every condition run,
 found by ``mlflow.search_traces(run_id=...)``; each grade names the trace of the answer it graded;
 a second sweep from the same recordings into a fresh store makes no HTTP call and marks every
-trace replayed; ``tracking.traces=false`` writes none and keeps every identity. Then the rows
-washexp writes for a trace are compared, as MLflow reads them, with the ones MLflow's own
-``start_trace``/``end_trace``/``link_traces_to_run`` write for the same call.
+trace replayed; ``tracking.traces=false`` writes none and keeps every identity. Then one call
+written by :class:`TraceStore` (MLflow's public tracing API) is read back by a fresh client: a
+chat span, its usage, masking, the run it came from and the run it is linked to, and a refusal
+as an ERROR trace.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import run_cli
 from tests.openai_server import Script, serve
-from washexp.tracking.traces import ModelCall, TraceStore
+from washexp.tracking.traces import ModelCall, TraceStore, TraceWriteError
 
 SECRET = "sk-test-SECRET-traces-0123456789"
 
@@ -139,10 +140,10 @@ def test_traces_off_writes_none_and_keeps_every_identity(sweeps):
     assert hashes == {r.data.tags["washexp.hash"] for r in live}
 
 
-# -- the rows written for a trace, as MLflow reads them, against MLflow's own writing ----------------
+# -- one call written by TraceStore, read back through MLflow's public API -----------------------
 
 
-def _call(key: str, replayed: bool = False) -> ModelCall:
+def _call(key: str, replayed: bool = False, refused: bool = False) -> ModelCall:
     end = time.time_ns()
     record = {
         "key": key,
@@ -155,76 +156,67 @@ def _call(key: str, replayed: bool = False) -> ModelCall:
         },
         "response": {"text": '{"facts": {}}', "prompt_tokens": 12, "completion_tokens": 5, "finish_reason": "stop"},
     }
-    return ModelCall.of(record, end - 250_000_000, end, replayed, task="backup")
+    if refused:
+        record["over_window"] = f"too long for the window ({SECRET})"
+    return ModelCall.of(record, end - 250_000_000, end, replayed, task="backup", cost_usd=0.25)
 
 
-def _official(client: MlflowClient, exp: str, run_id: str, call: ModelCall, built) -> str:
-    """The same call written by MLflow's own client (what our rows must read as)."""
-    span = built.span
-    attributes = {k: json.loads(v) for k, v in span["attributes"].items() if not k.startswith("mlflow.")}
-    attributes["mlflow.chat.tokenUsage"] = built.token_usage
-    root = client.start_trace(
-        span["name"],
-        span_type="CHAT_MODEL",
-        inputs=json.loads(span["attributes"]["mlflow.spanInputs"]),
-        attributes=attributes,
-        tags={k: v for k, v in built.tags.items() if k != "mlflow.traceName"},
-        experiment_id=exp,
-        start_time_ns=call.started_ns,
-        run_id=run_id,
-    )
-    client.end_trace(
-        root.trace_id, outputs=json.loads(span["attributes"]["mlflow.spanOutputs"]), end_time_ns=call.ended_ns
-    )
-    return root.trace_id
-
-
-def _view(trace) -> dict:
-    info, span = trace.info, trace.data.spans[0]
-    attributes = {k: v for k, v in span.attributes.items() if not k.startswith("mlflow.") or "chat" in k}
-    return {
-        "state": info.state,
-        "request_preview": info.request_preview,
-        "response_preview": info.response_preview,
-        "execution_duration": info.execution_duration,
-        "request_time": info.request_time,
-        "token_usage": info.token_usage,
-        "source_run": info.trace_metadata.get("mlflow.sourceRun"),
-        "tags": {k: v for k, v in info.tags.items() if k != "mlflow.artifactLocation"},
-        "span": (span.name, span.span_type, span.inputs, span.outputs, span.status.status_code, attributes),
-        "span_times": (span.start_time_ns, span.end_time_ns),
-    }
-
-
-@pytest.mark.parametrize("path", ["sql", "client"])
-def test_rows_read_as_mlflows_own_trace(tmp_path, monkeypatch, path):
+@pytest.mark.parametrize("async_logging", ["true", "false"])
+def test_a_written_trace_reads_back_through_a_fresh_client(tmp_path, monkeypatch, async_logging):
     monkeypatch.setenv("WASHEXP_TEST_API_KEY", SECRET)  # a secret variable: masked wherever written
-    monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+    monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", async_logging)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
     client = MlflowClient(uri)
     exp = client.create_experiment("t", artifact_location=(tmp_path / "art").as_uri())
     first, second = client.create_run(exp).info.run_id, client.create_run(exp).info.run_id
     store = TraceStore(lambda: (client, exp))
-    if path == "client":
-        store._sql = None  # the tracking-server path: the store's own start_trace / log_spans calls
-    call = _call("k" * 64)
-    store.write(first, (call,))
+    call, refused = _call("k" * 64), _call("r" * 64, refused=True)
+    placeholder = store.trace_id(call.key)
+    store.write(first, (call, refused))
     store.write(second, (call,))  # the same call in a second condition: linked, not written twice
-    ours = mlflow.get_trace(store.trace_id(call.key))
+    stored = store.stored(call.key)
+    assert store.stored_ids()[placeholder] == stored != placeholder
 
-    from washexp.tracking.traces import build
-
-    official_id = _official(client, exp, first, call, build(call, "tr-" + "0" * 32, exp, first))
-    client.link_traces_to_run([official_id], second)
-    official = mlflow.get_trace(official_id)
-
-    assert _view(ours) == _view(official)
-    dumped = json.dumps(ours.to_dict())
+    reader = MlflowClient(uri)  # what a user's reader sees
+    every = reader.search_traces(locations=[exp], max_results=100)
+    assert len(every) == 2
+    trace = reader.get_trace(stored)
+    info, span = trace.info, trace.data.spans[0]
+    assert info.state == "OK" and info.trace_metadata["mlflow.sourceRun"] == first
+    assert info.token_usage == {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17}
+    assert info.tags["washexp.recording_key"] == call.key and info.tags["washexp.replayed"] == "false"
+    assert info.tags["washexp.role"] == "read" and info.tags["washexp.task"] == "backup"
+    assert info.execution_duration == (call.ended_ns - call.started_ns) // 1_000_000
+    assert span.span_type == "CHAT_MODEL" and span.name == call.name
+    assert span.inputs["messages"][1]["content"] == "q ***"
+    assert span.outputs["choices"][0]["message"]["content"] == '{"facts": {}}'
+    assert (span.start_time_ns, span.end_time_ns) == (call.started_ns, call.ended_ns)
+    assert span.attributes["washexp.replayed"] is False and span.attributes["washexp.cost_usd"] == 0.25
+    assert (span.attributes["washexp.generation"], span.attributes["washexp.answer"]) == (1, 0)
+    bad = reader.get_trace(store.stored(refused.key))
+    assert bad.info.state == "ERROR" and bad.data.spans[0].status.status_code == "ERROR"
+    assert bad.data.spans[0].outputs == {"error": "too long for the window (***)"}
+    dumped = json.dumps([t.to_dict() for t in (trace, bad)])
     assert SECRET not in dumped and "***" in dumped
-    for run_id in (first, second):
-        found = mlflow.search_traces(locations=[exp], run_id=run_id, return_type="list")
-        assert {t.info.trace_id for t in found} == {ours.info.trace_id, official_id}
+    assert {t.info.trace_id for t in reader.search_traces(locations=[exp], run_id=first)} == {
+        stored,
+        store.stored(refused.key),
+    }
+    assert {t.info.trace_id for t in reader.search_traces(locations=[exp], run_id=second)} == {stored}
+
+
+def test_a_trace_the_store_did_not_keep_fails_the_write(tmp_path, monkeypatch):
+    """MLflow's exporter only logs a trace it could not store: the write asks the store after."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    client = MlflowClient(uri)
+    exp = client.create_experiment("t", artifact_location=(tmp_path / "art").as_uri())
+    run = client.create_run(exp).info.run_id
+    monkeypatch.setattr(mlflow.tracing.export.mlflow_v3.MlflowV3SpanExporter, "export", lambda self, spans: None)
+    store = TraceStore(lambda: (client, exp))
+    with pytest.raises(TraceWriteError, match="did not store 1 of its 1 traces"):
+        store.write(run, (_call("k" * 64),))
 
 
 # -- a wash condition's calls (a model washer) ----------------------------------------------------

@@ -1,13 +1,12 @@
 """What a run puts in the store is what MLflow's own client calls put there.
 
-The writer stores a run's files in one folder write, a table as the file and tag
-``MlflowClient.log_table`` would write, and (in a SQL store) its rows in one transaction per step:
-in a SQLite store at the installed MLflow's schema with ``sqlite3`` (``LiteRuns``), else through
-MLflow's own ORM (``SqlRuns``). These tests write the same run both ways into one real store, each
-of SQLite by ``sqlite3``, SQLite by the ORM and PostgreSQL by the ORM, and compare everything a
-reader sees: run name, status, lifecycle, user, times, artifact location,
-params, metrics with their steps, tags, artifact paths and their sha256, the tables through
-``mlflow.load_table``, what a search filter finds, and what the runner's lookup finds.
+The writer goes through MLflow's public client only: a run's files in one ``log_artifacts`` call,
+a table as the file and tag ``MlflowClient.log_table`` would write, its params, metrics and tags
+in ``log_batch`` calls, then ``set_terminated``. These tests write the same run both ways (the
+writer, and MLflow's per-file calls) into one real store, SQLite and PostgreSQL, and compare
+everything a fresh ``MlflowClient`` sees: run name, status, lifecycle, user, times, artifact
+location, params, metrics with their steps, tags, artifact paths and their sha256, the tables
+through ``mlflow.load_table``, what a search filter finds, and what the runner's lookup finds.
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ from mlflow.tracking import MlflowClient
 
 from tests.postgres import postgres_cluster
 from washexp.tracking import open_tracker
-from washexp.tracking.literuns import LiteRuns
-from washexp.tracking.sqlstore import SqlRuns, StoredRun
-from washexp.tracking.writer import HASH_TAG, OWNER_TAG, PARENT_TAG, Found, _find_early, table_json
+from washexp.tracking.sqlite import schema_head
+from washexp.tracking.writer import HASH_TAG, OWNER_TAG, PARENT_TAG, Found, FoundRun, table_json
 
 PARAMS = {"model": "reference", "topn": 2, "roles": {"read": "reference", "jev": None}}
 METRICS = {"retention": 0.75, "contexts": 3.0}
@@ -91,59 +89,43 @@ def _seen(client: MlflowClient, run_id: str) -> dict:
     }
 
 
-ORM = "sqlite, through MLflow's ORM"
-
-
-@pytest.fixture(scope="module", params=["sqlite", "sqlite-orm", "postgresql"])
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def database(request):
-    """The SQL stores: SQLite (the default) written by ``sqlite3`` and by MLflow's ORM, and
-    PostgreSQL, one cluster for the module (skipped, with the reason, where the machine has none)."""
+    """The SQL stores: SQLite (the default), and PostgreSQL, one cluster for the module (skipped,
+    with the reason, where the machine has none)."""
     if request.param == "sqlite":
         yield None
-    elif request.param == "sqlite-orm":
-        yield ORM
     else:
         with postgres_cluster() as uri:
             yield uri
 
 
-@pytest.fixture(autouse=True)
-def _orm_only(request, monkeypatch):
-    """For the ORM variant: no store is written by ``sqlite3``."""
-    if "database" in request.fixturenames and request.getfixturevalue("database") == ORM:
-        monkeypatch.setattr(LiteRuns, "of", classmethod(lambda cls, *args: None))
-
-
 def _open(database: str | None, tmp_path: Path, artifacts: str | None = None):
     """A tracker on ``database`` (None: a SQLite file in ``tmp_path``), in an experiment of its own."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}" if database in (None, ORM) else database
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}" if database is None else database
     return open_tracker(True, uri, artifacts, f"t-{tmp_path.name}", tmp_path)
 
 
-def _writes_by(tracker, database) -> None:
-    """The store is written the way the variant says (so no variant passes on another's path)."""
-    tracker.wait_set_up()
-    assert isinstance(tracker._set_up.sql, LiteRuns if database is None else SqlRuns)
+def _fresh_client(tracker) -> MlflowClient:
+    """A client of MLflow's own on the tracker's store: what a user's reader sees."""
+    return MlflowClient(tracker.uri)
 
 
-@pytest.fixture(params=["opened at once", "opened once set up"])
-def stored(tmp_path, database, request):
-    """A run written both ways: opened at once (a SQLite store's run then is created on the writer
-    thread once the store is set up) and once the store is set up (created as it is opened)."""
+@pytest.fixture
+def stored(tmp_path, database):
+    """A run written by the tracker, and the same run by MLflow's per-file calls."""
     tracker = _open(database, tmp_path, str(tmp_path / "mlruns"))
-    if request.param == "opened once set up":
-        tracker.wait_set_up()
     with tracker.open("S top2 · backup", "new", PARAMS, TAGS) as run:
         run.finish(METRICS, ARTIFACTS, MANIFEST, tables=TABLES, series=SERIES)
     tracker.close()  # the writer thread has stored it
-    _writes_by(tracker, database)
-    old = _old_path(tracker.client, tracker.experiment_id, run.run_id)
+    old = _old_path(_fresh_client(tracker), tracker.experiment_id, run.run_id)
     return tracker, run.run_id, old
 
 
 def test_a_run_stores_what_mlflow_per_file_calls_store(stored):
     tracker, new, old = stored
-    seen_new, seen_old = _seen(tracker.client, new), _seen(tracker.client, old)
+    client = _fresh_client(tracker)
+    seen_new, seen_old = _seen(client, new), _seen(client, old)
     assert seen_new == seen_old
     # the documented set, so the comparison above cannot pass on two empty runs
     assert set(seen_new["artifacts"]) == {"manifest.json", *ARTIFACTS, *TABLES}
@@ -165,8 +147,9 @@ def test_a_search_finds_both_runs_by_param_metric_and_tag(stored):
     assert {r.info.run_id for r in found} == {new, old}
 
 
-def test_the_runners_lookup_finds_the_same_in_sql_as_through_the_client(tmp_path, database):
-    """A SQL store is looked up by MLflow's ORM, a tracking server by ``search_runs``: one answer."""
+def test_the_runners_lookup_finds_what_a_fresh_client_finds(tmp_path, database):
+    """The runner's lookup (newest FINISHED run of an identity, and any left RUNNING) answers what
+    MLflow's own ``search_runs`` on the store says: metrics (nan and inf too), parent, owner."""
     tracker = _open(database, tmp_path, str(tmp_path / "mlruns"))
     with tracker.open("parent", "p", PARAMS, TAGS) as parent:
         with tracker.open("done", "h", PARAMS, TAGS) as older:
@@ -177,59 +160,69 @@ def test_the_runners_lookup_finds_the_same_in_sql_as_through_the_client(tmp_path
         running = tracker.open("again", "h", PARAMS, TAGS)
         parent.finish({}, {})
     tracker.close()
-    _writes_by(tracker, database)
-    sql, orm = tracker.find("h"), tracker._set_up.sql
-    tracker._set_up = tracker._set_up._replace(sql=None)  # the path a tracking server takes
-    client = tracker.find("h")
-    assert repr(sql) == repr(client)  # repr: nan != nan
-    assert sql.finished.run_id == run.run_id and sql.finished.parent_id == parent.run_id
-    assert sql.finished.metrics["retention"] == 0.75 and sql.finished.metrics["round/kept"] == 3.0
-    assert [r.run_id for r in sql.running] == [running.run_id] and sql.running[0].owner
-    if database is None:  # a SQLite store's file, read as the store is being set up: one answer
-        early = _find_early(tmp_path / "mlflow.db", f"t-{tmp_path.name}", "h", (PARENT_TAG, OWNER_TAG), fresh=False)
-        assert repr([StoredRun(*r) for r in early]) == repr(
-            [StoredRun(*r) for r in orm.find(HASH_TAG, "h", (PARENT_TAG, OWNER_TAG))]
-        )
-        assert len(early) == 3 and _find_early(tmp_path / "mlflow.db", f"t-{tmp_path.name}", "none", (), False) == []
+    found = tracker.find("h")
+    client = _fresh_client(tracker)
+    runs = client.search_runs(
+        [client.get_experiment_by_name(f"t-{tmp_path.name}").experiment_id],
+        f"tags.`{HASH_TAG}` = 'h'",
+        order_by=["attributes.start_time DESC"],
+    )
+    seen = [
+        FoundRun(r.info.run_id, r.info.status, r.data.metrics, r.data.tags.get(PARENT_TAG), r.data.tags.get(OWNER_TAG))
+        for r in runs
+    ]
+    assert repr(found.finished) == repr(next(f for f in seen if f.finished))  # repr: nan != nan
+    assert found.finished.run_id == run.run_id and found.finished.parent_id == parent.run_id
+    assert found.finished.metrics["retention"] == 0.75 and found.finished.metrics["round/kept"] == 3.0
+    assert found.finished.metrics["inf"] > 1e308 and found.finished.metrics["-inf"] < -1e308  # MLflow: +-max
+    assert [r.run_id for r in found.running] == [running.run_id] and found.running[0].owner
+    assert len(seen) == 3
 
 
-def test_a_store_being_set_up_answers_lookups_and_takes_runs_without_waiting(tmp_path, monkeypatch):
+def test_a_run_opened_while_the_store_is_set_up_waits_for_it(tmp_path):
     """While the store is set up (here held up by its lock, as another process opening it would),
-    a lookup reads the SQLite file and a run opens at once: the sweep's first model calls never
-    wait on MLflow. The run is stored under the id and start it was opened with, once set up."""
+    a lookup waits for it: a store is only ever read through MLflow, never half-made."""
+    import threading
+
     from filelock import FileLock
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     first = _open(None, tmp_path)
     with first.open("done", "h", PARAMS, TAGS) as done:
         done.finish(METRICS, ARTIFACTS)
     first.close()
-    monkeypatch.setattr(LiteRuns, "of", classmethod(lambda cls, *args: None))  # a store MLflow must set up
-    with FileLock(str(tmp_path / "mlflow.db.washexp.lock")):
-        tracker = open_tracker(True, uri, None, f"t-{tmp_path.name}", tmp_path)
-        found, fresh = tracker.find("h"), tracker.find("new")
-        opened = int(time.time() * 1000)
-        run = tracker.open("child", "new", PARAMS, TAGS, parent_id=done.run_id)
-        run.finish({"retention": 0.5}, {"a.txt": "x\n"})
-        assert not tracker.ready  # nothing above waited for the set-up
-    assert found.finished.run_id == done.run_id and found.finished.metrics == METRICS and fresh.finished is None
+    lock = FileLock(str(tmp_path / "mlflow.db.washexp.lock"))
+    lock.acquire()
+    tracker = _open(None, tmp_path)
+    answers: list = []
+    looking = threading.Thread(target=lambda: answers.append(tracker.find("h")))
+    looking.start()
+    looking.join(0.5)
+    assert not answers and not tracker.ready  # held up by the lock: no answer read around MLflow
+    lock.release()
+    looking.join()
+    assert answers[0].finished.run_id == done.run_id and answers[0].finished.metrics == METRICS
+    run = tracker.open("child", "new", PARAMS, TAGS, parent_id=done.run_id)
+    run.finish({"retention": 0.5}, {"a.txt": "x\n"})
     tracker.close()
-    stored = tracker.client.get_run(run.run_id)
+    stored = _fresh_client(tracker).get_run(run.run_id)
     assert stored.info.status == "FINISHED" and stored.data.tags[PARENT_TAG] == done.run_id
-    assert 0 <= stored.info.start_time - opened < 500 and stored.data.metrics == {"retention": 0.5}
-    assert tracker.find("new").finished.run_id == run.run_id
+    assert stored.data.metrics == {"retention": 0.5} and tracker.find("new").finished.run_id == run.run_id
 
 
-def test_a_fresh_store_being_set_up_holds_no_run(tmp_path):
-    """A SQLite file that did not exist holds no run until its schema is whole: a lookup says so
-    without waiting, and the store is set up after."""
-    from filelock import FileLock
-
-    with FileLock(str(tmp_path / "mlflow.db.washexp.lock")):
-        tracker = _open(None, tmp_path)
-        assert tracker.find("h") == Found() and not tracker.ready
-    tracker.close()
+def test_a_fresh_store_holds_no_run(tmp_path):
+    tracker = _open(None, tmp_path)
     assert tracker.find("h") == Found() and tracker.ready
+    tracker.close()
+
+
+def test_the_schema_head_is_the_revision_mlflow_leaves_a_new_store_at(tmp_path):
+    """What :func:`~washexp.tracking.sqlite.half_made` compares a store's revision with."""
+    import sqlite3
+
+    _open(None, tmp_path).close()
+    with sqlite3.connect(tmp_path / "mlflow.db") as con:
+        assert con.execute("SELECT version_num FROM alembic_version").fetchall() == [(schema_head(),)]
+    assert schema_head()
 
 
 def test_tables_load_across_runs_as_mlflow_logged_them(stored):

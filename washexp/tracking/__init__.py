@@ -2,11 +2,14 @@
 
 - :mod:`~washexp.tracking.writer`: runs as context managers (FINISHED, FAILED or KILLED, never
   left RUNNING by an exception), sha256 manifests, MLflow tables, a file lock on experiment creation;
-- :mod:`~washexp.tracking.literuns`: a SQLite store at the installed MLflow's schema, its runs
-  written with ``sqlite3`` into MLflow's own tables (MLflow is then not imported at all);
-- :mod:`~washexp.tracking.sqlstore`: any other SQL store's runs created, written and found through
-  MLflow's own ORM, one transaction each (what the client's calls write, in far fewer statements);
+- :mod:`~washexp.tracking.traces`: a run's model calls as MLflow traces;
+- :mod:`~washexp.tracking.sqlite`: a SQLite store file checked (read only) before MLflow opens it,
+  and made whole or not at all;
 - :mod:`~washexp.tracking.reader`: plain lookups for the exporter and ``washexp ui``.
+
+Every store is written and read through MLflow's public Python API only (``MlflowClient``, the
+tracing API): no SQL of washexp's touches MLflow's tables, no private attribute, no
+``mlflow.store`` import; a SQLite file, another database and a tracking server take one path.
 
 The store is real: SQLite metadata at ``<project>/mlruns/mlflow.db`` with artifacts under
 ``<project>/mlruns`` by default (the plain file store raises from MLflow 3.13), or any tracking

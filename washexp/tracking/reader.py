@@ -51,12 +51,7 @@ def search(uri: str, experiment: str, filter_string: str = ""):
 
 def has_run_tagged(uri: str, experiment: str, tag: str, value: str) -> bool:
     """Whether any live run of ``experiment`` has tag ``tag`` = ``value``: one run asked for, no
-    table built (a SQLite store at the installed MLflow's schema is read without MLflow)."""
-    from washexp.tracking.literuns import LiteRuns
-
-    lite = LiteRuns.of(uri, experiment)
-    if lite is not None:
-        return lite.has_tagged(tag, value)
+    table built."""
     from mlflow.tracking import MlflowClient
 
     exp_id = experiment_id(uri, experiment)

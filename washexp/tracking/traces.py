@@ -3,41 +3,39 @@
 A :class:`ModelCall` is one call as the recorder answered it: the request's messages, the reply
 (or the refusal for length), the endpoint's token counts, when it started and ended, whether it
 was sent to the model (live) or answered from a recording (replayed), its recording key and,
-once a price is set, its cost. The tracker writes a run's calls on its writer thread, just before
-the run's rows and status, so a FINISHED run has its traces.
+once a price is set, its cost. The tracker writes a run's calls on its writer thread, before the
+run's files, rows and status, so a FINISHED run has its traces.
 
 One trace per call and process: a call several conditions share (a summary used by every Top-N
 arm of its task) is one trace, created under the first run that closes with it (its
-``mlflow.sourceRun``) and linked to every other run that used it (MLflow's trace-to-run
-association), so each run's Traces tab, and ``mlflow.search_traces(run_id=...)``, lists every
-call the condition used. A trace id is fixed when a condition first names its call
-(:meth:`TraceStore.trace_id`), so a grade row can name the trace of the answer it graded before
-anything is written.
+``mlflow.sourceRun``) and linked to every other run that used it (``link_traces_to_run``), so
+each run's Traces tab, and ``mlflow.search_traces(run_id=...)``, lists every call the condition
+used.
+
+Traces are written through MLflow's public tracing API only (``mlflow.start_span_no_context``
+and the span's ``end``, ``link_traces_to_run``, ``mlflow.flush_trace_async_logging``, all in MLflow
+3.13 to 3.17), the same calls for a
+SQLite store, any other database and a tracking server. MLflow names a trace when it is written,
+but a grade row names the trace of the answer it graded before anything is written: so
+:meth:`TraceStore.trace_id` hands out a placeholder (``washexp-trace-<hex>``) that the writer
+replaces by the stored trace's id in the run's tables (:meth:`TraceStore.stored_ids`) before they
+are written. MLflow's exporter only logs a trace it failed to store; the store is asked after
+each run's traces (``search_traces``), and a trace it does not hold fails the write (a run is
+never FINISHED without its traces).
 
 What a trace holds (MLflow's own keys, so the UI shows a chat): one ``CHAT_MODEL`` span whose
 inputs are ``{"messages": [...]}`` and outputs a chat completion (``choices``, ``usage``), the
-token usage (``mlflow.chat.tokenUsage``, and the trace's token columns), its latency (the span's
-start and end), the cost (``mlflow.llm.cost`` and ``washexp.cost_usd``, only with a price) and
-the attributes and tags ``washexp.recording_key``, ``washexp.replayed`` (``true``/``false``),
+token usage (``mlflow.chat.tokenUsage``, which MLflow sums into the trace's token usage), its
+latency (the span's start and end), the cost (``mlflow.llm.cost`` and ``washexp.cost_usd``, only
+with a price) and the attributes and tags ``washexp.recording_key``, ``washexp.replayed``,
 ``washexp.role``, ``washexp.task``. Every text is masked (:mod:`washexp.masking`) before it is
-written.
-
-In a SQL store a run's traces are written as rows of MLflow's own models in one transaction
-(the trace infos, tags, metadata, spans and run links): MLflow's client spends two sessions and
-some 40 statements on each trace (start_trace, then log_spans), ~10 ms of CPU a call, which is
-more than the 5 % of a panel's time a trace may cost. The rows are what those calls write
-(``tests/test_traces.py`` writes one call both ways and compares them as MLflow reads them).
-Through a tracking server (HTTP) the store's own ``start_trace``/``log_spans`` and
-``link_traces_to_run`` calls write them.
+handed to MLflow.
 """
 
 from __future__ import annotations
 
-import base64
-import getpass
 import json
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,8 +49,6 @@ ROLE = "washexp.role"
 TASK = "washexp.task"
 COST = "washexp.cost_usd"
 LATENCY = "washexp.latency_ms"
-_PREVIEW = 1000  # MLflow OSS's request/response preview length
-_METADATA = 250  # MLflow's limit on a trace's inputs/outputs metadata
 _LINKS = 100  # MLflow links at most 100 traces to a run per call
 
 
@@ -136,42 +132,6 @@ def calls_from(recorder, keys, task: str | None) -> tuple[ModelCall, ...]:
     return tuple(calls)
 
 
-def _b64(value: int, size: int) -> str:
-    return base64.b64encode(value.to_bytes(size, "big")).decode()
-
-
-def _preview(text: str) -> str:
-    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 3] + "..."
-
-
-def _meta(text: str) -> str:
-    return text if len(text) <= _METADATA else text[: _METADATA - 3] + "..."
-
-
-def _last(messages, role: str) -> str:
-    for m in reversed(messages):
-        if m.get("role") == role and isinstance(m.get("content"), str):
-            return m["content"]
-    return json.dumps(list(messages), ensure_ascii=False)
-
-
-@dataclass(frozen=True)
-class _Built:
-    """One call as MLflow stores a trace: its info's fields, tags, metadata and its one span."""
-
-    trace_id: str
-    timestamp_ms: int
-    duration_ms: int
-    state: str
-    request_preview: str
-    response_preview: str
-    tags: dict[str, str]
-    metadata: dict[str, str]
-    token_usage: dict[str, int] | None
-    cost: dict[str, float] | None
-    span: dict[str, Any]
-
-
 def _masker(values: list[str]):
     """:func:`washexp.masking.mask` with the secret values read once (a trace masks ten texts)."""
 
@@ -183,13 +143,24 @@ def _masker(values: list[str]):
     return mask
 
 
-def build(call: ModelCall, trace_id: str, experiment_id: str, run_id: str, secrets: list[str] | None = None) -> _Built:
-    """The trace of ``call`` (masked: ``secrets``, default the environment's), in the form
-    MLflow's client would store it."""
+@dataclass(frozen=True)
+class TraceArgs:
+    """One call as the arguments of MLflow's ``start_trace`` and ``end_trace`` (masked)."""
+
+    name: str
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    attributes: dict[str, Any]
+    tags: dict[str, str]
+    error: str | None
+    started_ns: int
+    ended_ns: int
+
+
+def trace_args(call: ModelCall, secrets: list[str] | None = None) -> TraceArgs:
+    """The trace of ``call`` (masked: ``secrets``, default the environment's) as MLflow's client
+    is asked to write it."""
     mask = _masker(secret_values() if secrets is None else secrets)
-    otel_trace = int(trace_id.removeprefix("tr-"), 16)
-    span_id = uuid.uuid4().int >> 64 or 1
-    inputs = {"messages": [dict(m) for m in call.messages]}
     usage = None
     if call.prompt_tokens is not None or call.completion_tokens is not None:
         usage = {"input_tokens": call.prompt_tokens or 0, "output_tokens": call.completion_tokens or 0}
@@ -205,254 +176,135 @@ def build(call: ModelCall, trace_id: str, experiment_id: str, run_id: str, secre
             }
     else:
         outputs = {"error": call.error}
-    inputs_json = mask(json.dumps(inputs, ensure_ascii=False))
-    outputs_json = mask(json.dumps(outputs, ensure_ascii=False))
-    replayed = "true" if call.replayed else "false"
-    attributes = {
-        "mlflow.traceRequestId": json.dumps(trace_id),
-        "mlflow.experimentId": json.dumps(experiment_id),
-        "mlflow.spanType": json.dumps("CHAT_MODEL"),
-        "mlflow.spanStartTimeNs": str(call.started_ns),
-        "mlflow.spanInputs": inputs_json,
-        "mlflow.spanOutputs": outputs_json,
-        RECORDING_KEY: json.dumps(call.key),
-        REPLAYED: replayed,
-        ROLE: json.dumps(mask(call.role)),
-        LATENCY: json.dumps(round((call.ended_ns - call.started_ns) / 1e6, 3)),
-        "washexp.generation": json.dumps(call.generation),
-        "washexp.answer": json.dumps(call.answer),
-        "mlflow.llm.model": json.dumps(mask(call.model)),
+    # masked as JSON text, so every string inside is (a secret may sit in any message)
+    inputs = json.loads(mask(json.dumps({"messages": [dict(m) for m in call.messages]}, ensure_ascii=False)))
+    outputs = json.loads(mask(json.dumps(outputs, ensure_ascii=False)))
+    attributes: dict[str, Any] = {
+        RECORDING_KEY: call.key,
+        REPLAYED: call.replayed,
+        ROLE: mask(call.role),
+        LATENCY: round((call.ended_ns - call.started_ns) / 1e6, 3),
+        "washexp.generation": call.generation,
+        "washexp.answer": call.answer,
+        "mlflow.llm.model": mask(call.model),
     }
     if call.task:
-        attributes[TASK] = json.dumps(mask(call.task))
+        attributes[TASK] = mask(call.task)
     if usage is not None:
-        attributes["mlflow.chat.tokenUsage"] = json.dumps(usage)
-    cost = None
+        attributes["mlflow.chat.tokenUsage"] = usage
     if call.cost_usd is not None:
-        cost = {"total_cost": float(call.cost_usd)}
-        attributes["mlflow.llm.cost"] = json.dumps(cost)
-        attributes[COST] = json.dumps(float(call.cost_usd))
-    status = {"code": "STATUS_CODE_OK", "message": ""}
-    if call.error is not None:
-        status = {"code": "STATUS_CODE_ERROR", "message": mask(call.error)}
-    span = {
-        "trace_id": _b64(otel_trace, 16),
-        "span_id": _b64(span_id, 8),
-        "parent_span_id": None,
-        "name": mask(call.name),
-        "start_time_unix_nano": call.started_ns,
-        "end_time_unix_nano": call.ended_ns,
-        "events": [],
-        "status": status,
-        "attributes": attributes,
-        "links": [],
-    }
-    tags = {
-        "mlflow.traceName": span["name"],
-        RECORDING_KEY: call.key,
-        REPLAYED: replayed,
-        ROLE: mask(call.role),
-    }
+        attributes["mlflow.llm.cost"] = {"total_cost": float(call.cost_usd)}
+        attributes[COST] = float(call.cost_usd)
+    tags = {RECORDING_KEY: call.key, REPLAYED: "true" if call.replayed else "false", ROLE: mask(call.role)}
     if call.task:
         tags[TASK] = mask(call.task)
-    metadata = {
-        "mlflow.sourceRun": run_id,
-        "mlflow.trace_schema.version": "3",
-        "mlflow.user": _user(),
-        "mlflow.source.name": "washexp",
-        "mlflow.source.type": "LOCAL",
-        "mlflow.traceInputs": _meta(inputs_json),
-        "mlflow.traceOutputs": _meta(outputs_json),
-        "mlflow.trace.sizeBytes": str(len(inputs_json) + len(outputs_json)),
-    }
-    if usage is not None:
-        metadata["mlflow.trace.tokenUsage"] = json.dumps(usage)
-    if cost is not None:
-        metadata["mlflow.trace.cost"] = json.dumps(cost)
-    response = call.reply if call.error is None else call.error
-    return _Built(
-        trace_id=trace_id,
-        timestamp_ms=call.started_ns // 1_000_000,
-        duration_ms=(call.ended_ns - call.started_ns) // 1_000_000,
-        state="OK" if call.error is None else "ERROR",
-        request_preview=mask(_preview(_last(call.messages, "user"))),
-        response_preview=mask(_preview(response or "")),
+    return TraceArgs(
+        name=mask(call.name),
+        inputs=inputs,
+        outputs=outputs,
+        attributes=attributes,
         tags=tags,
-        metadata=metadata,
-        token_usage=usage,
-        cost=cost,
-        span=span,
+        error=None if call.error is None else mask(call.error),
+        started_ns=call.started_ns,
+        ended_ns=call.ended_ns,
     )
 
 
-_USER: list[str] = []
-
-
-def _user() -> str:
-    if not _USER:
-        try:
-            _USER.append(getpass.getuser())
-        except (KeyError, OSError):  # no name for this uid (a container)
-            _USER.append("unknown")
-    return _USER[0]
+PLACEHOLDER = "washexp-trace-"
+"""What :meth:`TraceStore.trace_id` hands out before MLflow names the trace."""
 
 
 class TraceStore:
-    """The traces of one tracker's experiment: ids fixed on first ask (any thread), written on
-    the tracker's writer thread (one at a time, in the order runs closed)."""
+    """The traces of one tracker's experiment: placeholders handed out on first ask (any
+    thread), traces written on the tracker's writer thread (one run at a time, in the order runs
+    closed)."""
 
     def __init__(self, connect: Callable[[], tuple[Any, str]]):
         """``connect()``: MLflow's client and the experiment id, asked at the first write only (the
         tracker's store may still be setting up when this is built)."""
         self._connect = connect
         self._lock = threading.Lock()
-        self._ids: dict[str, str] = {}  # recording key -> trace id, this process
-        self._written: set[str] = set()  # trace ids stored (writer thread only)
-        self._artifact_location: str | None = None
+        self._ids: dict[str, str] = {}  # recording key -> placeholder, this process
+        self._stored: dict[str, str] = {}  # placeholder -> MLflow's trace id (writer thread only)
 
     def trace_id(self, key: str) -> str:
-        """The id of the trace of the call behind ``key`` in this process (made on first ask)."""
+        """The placeholder naming the trace of the call behind ``key`` in this process (made on
+        first ask): :meth:`stored_ids` maps it to the stored trace once written."""
         with self._lock:
             found = self._ids.get(key)
             if found is None:
-                found = self._ids[key] = f"tr-{uuid.uuid4().hex}"
+                found = self._ids[key] = f"{PLACEHOLDER}{uuid.uuid4().hex}"
             return found
 
-    def _open(self) -> None:
-        self._client, self._experiment_id = self._connect()  # waits for the store's set-up, which imports MLflow:
-        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore  # importing it beside that races
+    def stored_ids(self) -> dict[str, str]:
+        """Placeholder -> the id MLflow gave the trace, for every trace written so far."""
+        return dict(self._stored)
 
-        store = self._client._tracking_client.store
-        self._sql = store if isinstance(store, SqlAlchemyStore) else None  # None: a tracking server
+    def stored(self, key: str) -> str | None:
+        """The id MLflow gave the trace of the call behind ``key``, once written."""
+        return self._stored.get(self._ids.get(key, ""))
 
     def write(self, run_id: str, calls: tuple[ModelCall, ...]) -> None:
-        """Store the traces of ``calls`` not yet stored, under ``run_id``; link the others to it."""
-        if not hasattr(self, "_client"):
-            self._open()
+        """Store the traces of ``calls`` not yet stored, under ``run_id``; link the others to it.
+        Raises when the store does not hold them all afterwards."""
+        import mlflow
+        from mlflow.entities import SpanStatus, SpanStatusCode
+
+        client, experiment_id = self._connect()
         new, linked, seen = [], [], set()
         for call in calls:
-            tid = self.trace_id(call.key)
-            if tid in seen:
+            placeholder = self.trace_id(call.key)
+            if placeholder in seen:
                 continue
-            seen.add(tid)
-            (linked if tid in self._written else new).append((tid, call))
+            seen.add(placeholder)
+            stored = self._stored.get(placeholder)
+            if stored is None:
+                new.append((placeholder, call))
+            else:
+                linked.append(stored)
         secrets = secret_values()
-        built = [build(call, tid, self._experiment_id, run_id, secrets) for tid, call in new]
-        if self._sql is not None:
-            self._write_sql(run_id, built, [tid for tid, _ in linked])
-        else:
-            self._write_client(run_id, built, [tid for tid, _ in linked])
-        self._written.update(b.trace_id for b in built)
-
-    def _location(self) -> str:
-        if self._artifact_location is None:
-            self._artifact_location = self._client.get_experiment(self._experiment_id).artifact_location
-        return self._artifact_location
-
-    def _write_sql(self, run_id: str, built: list[_Built], linked: list[str]) -> None:
-        from mlflow.entities.entity_type import EntityAssociationType
-        from mlflow.store.tracking.dbmodels.models import (
-            SqlEntityAssociation,
-            SqlSpan,
-            SqlTraceInfo,
-            SqlTraceMetadata,
-            SqlTraceTag,
-        )
-        from mlflow.utils.uri import append_to_uri_path
-        from sqlalchemy import insert
-
-        experiment = int(self._experiment_id)
-        infos, tags, metadata, spans, links = [], [], [], [], []
-        now = int(time.time() * 1000)
-        for b in built:
-            info = {
-                "request_id": b.trace_id,
-                "experiment_id": experiment,
-                "timestamp_ms": b.timestamp_ms,
-                "execution_time_ms": b.duration_ms,
-                "status": b.state,
-                "client_request_id": None,
-                "request_preview": b.request_preview,
-                "response_preview": b.response_preview,
-                "trace_name": b.tags["mlflow.traceName"],
-                "db_payload_generation": 1,
-            }
-            usage = b.token_usage or {}
-            for column in ("input_tokens", "output_tokens", "total_tokens"):
-                info[column] = usage.get(column)
-            for column in ("input_cost", "output_cost", "total_cost"):
-                info[column] = (b.cost or {}).get(column)
-            infos.append(info)
-            location = append_to_uri_path(self._location(), "traces", b.trace_id, "artifacts")
-            trace_tags = {k: v for k, v in b.tags.items() if k != "mlflow.traceName"}
-            trace_tags |= {"mlflow.artifactLocation": location, "mlflow.trace.spansLocation": "TRACKING_STORE"}
-            tags += [{"request_id": b.trace_id, "key": k, "value": v} for k, v in trace_tags.items()]
-            meta = {k: v for k, v in b.metadata.items() if k not in ("mlflow.trace.tokenUsage", "mlflow.trace.cost")}
-            meta["mlflow.trace.infoFinalized"] = "true"
-            metadata += [{"request_id": b.trace_id, "key": k, "value": v} for k, v in sorted(meta.items())]
-            s = b.span
-            spans.append(
-                {
-                    "trace_id": b.trace_id,
-                    "experiment_id": experiment,
-                    "span_id": s["span_id"],
-                    "parent_span_id": None,
-                    "name": s["name"],
-                    "type": "CHAT_MODEL",
-                    "status": s["status"]["code"].removeprefix("STATUS_CODE_"),
-                    "start_time_unix_nano": s["start_time_unix_nano"],
-                    "end_time_unix_nano": s["end_time_unix_nano"],
-                    "content": json.dumps(s, ensure_ascii=False),
-                    "input_cost": None,
-                    "output_cost": None,
-                    "total_cost": (b.cost or {}).get("total_cost"),
-                    "model_name": json.loads(s["attributes"]["mlflow.llm.model"])[:500] or None,
-                    "model_provider": None,
-                }
+        for placeholder, call in new:
+            args = trace_args(call, secrets)
+            # what MlflowClient.start_trace(run_id=...) does from MLflow 3.14; 3.13 has no run_id there
+            root = mlflow.start_span_no_context(
+                args.name,
+                span_type="CHAT_MODEL",
+                inputs=args.inputs,
+                attributes=args.attributes,
+                tags=args.tags,
+                metadata={"mlflow.sourceRun": run_id},
+                experiment_id=experiment_id,
+                start_time_ns=args.started_ns,
             )
-        for tid in linked:
-            links.append(
-                {
-                    "association_id": uuid.uuid4().hex,
-                    "source_type": EntityAssociationType.TRACE,
-                    "source_id": tid,
-                    "destination_type": EntityAssociationType.RUN,
-                    "destination_id": run_id,
-                    "created_time": now,
-                }
-            )
-        with self._sql.ManagedSessionMaker() as session:
-            for model, rows in (
-                (SqlTraceInfo, infos),
-                (SqlTraceTag, tags),
-                (SqlTraceMetadata, metadata),
-                (SqlSpan, spans),
-                (SqlEntityAssociation, links),
-            ):
-                if rows:
-                    session.execute(insert(model.__table__), rows)
-
-    def _write_client(self, run_id: str, built: list[_Built], linked: list[str]) -> None:
-        """Through a tracking server: the store's own trace calls (one per trace, then the spans)."""
-        from mlflow.entities import Span, TraceInfo, TraceLocation, TraceState
-
-        store = self._client._tracking_client.store
-        for b in built:
-            metadata = dict(b.metadata)
-            store.start_trace(
-                TraceInfo(
-                    trace_id=b.trace_id,
-                    trace_location=TraceLocation.from_experiment_id(self._experiment_id),
-                    request_time=b.timestamp_ms,
-                    state=TraceState(b.state),
-                    request_preview=b.request_preview,
-                    response_preview=b.response_preview,
-                    execution_duration=b.duration_ms,
-                    trace_metadata=metadata,
-                    tags={**b.tags, "mlflow.trace.spansLocation": "TRACKING_STORE"},
-                )
-            )
-        if built:
-            store.log_spans(self._experiment_id, [Span.from_dict(b.span) for b in built])
+            status = SpanStatus(SpanStatusCode.ERROR, args.error) if args.error is not None else "OK"
+            root.end(outputs=args.outputs, status=status, end_time_ns=args.ended_ns)
+            self._stored[placeholder] = root.trace_id
+        if new:
+            mlflow.flush_trace_async_logging()  # stored before they are linked or looked for
         for i in range(0, len(linked), _LINKS):
-            self._client.link_traces_to_run(linked[i : i + _LINKS], run_id)
+            client.link_traces_to_run(linked[i : i + _LINKS], run_id)
+        self._check(client, experiment_id, run_id, {self._stored[p] for p, _ in new} | set(linked))
+
+    @staticmethod
+    def _check(client, experiment_id: str, run_id: str, expected: set[str]) -> None:
+        """Fail closed: MLflow's exporter logs a trace it could not store and goes on."""
+        if not expected:
+            return
+        held: set[str] = set()
+        token = None
+        while True:
+            page = client.search_traces(
+                locations=[experiment_id], run_id=run_id, include_spans=False, max_results=500, page_token=token
+            )
+            held.update(t.info.trace_id for t in page)
+            token = page.token
+            if not token or expected <= held:
+                break
+        missing = expected - held
+        if missing:
+            raise TraceWriteError(f"run {run_id}: MLflow did not store {len(missing)} of its {len(expected)} traces")
+
+
+class TraceWriteError(OSError):
+    """The store did not keep a trace it was handed (an :class:`OSError`: the tracker reports it
+    as the store failing mid-run)."""

@@ -49,19 +49,12 @@ def view_state(family: str) -> dict:
 
 def save_view(uri: str, experiment: str, family: str) -> str | None:
     """Save the view on ``experiment`` (replacing washexp's earlier one); its id, or None if the
-    store has no such experiment. A SQLite store at the installed MLflow's schema is written
-    without MLflow (:mod:`~washexp.tracking.literuns`)."""
-    from washexp.tracking.literuns import LiteRuns
-
-    key, value = f"mlflow.sharedViewState.{VIEW_KEY}", json.dumps(view_state(family), separators=(",", ":"))
-    lite = LiteRuns.of(uri, experiment)
-    if lite is not None:
-        lite.set_experiment_tag(key, value)
-        return lite.experiment_id
+    store has no such experiment."""
     from mlflow.tracking import MlflowClient
 
     from washexp.tracking.reader import quiet_mlflow
 
+    key, value = f"mlflow.sharedViewState.{VIEW_KEY}", json.dumps(view_state(family), separators=(",", ":"))
     with quiet_mlflow():
         client = MlflowClient(uri)
         found = client.get_experiment_by_name(experiment)

@@ -8,10 +8,11 @@ process. A process killed outright (SIGKILL) does leave one: every run carries i
 Every finished run carries a ``manifest.json`` of sha256 digests (its artifacts and tables, its
 fixture files, the source that produced it), mirrored as tags.
 
-In a SQL store a run is created, written and looked up in one transaction each: in a SQLite store
-at the installed MLflow's schema with ``sqlite3`` (:mod:`~washexp.tracking.literuns`, MLflow not
-imported), in any other through MLflow's own ORM (:mod:`~washexp.tracking.sqlstore`); through a
-tracking server, by the client's calls. Closing a run hands its write (artifacts, params, metrics, tags, the status) to
+Every store (a SQLite file, any other database, a tracking server) is written and read through
+MLflow's public client only (``MlflowClient``: ``create_run``, ``log_batch``, ``log_artifacts``,
+``set_terminated``, ``search_runs``; the experiment by id once found by name): no SQL of ours on
+MLflow's tables, no private attribute, no ``mlflow.store`` import, so what MLflow's UI and server
+read is what MLflow wrote. Closing a run hands its write (artifacts, params, metrics, tags, the status) to
 one writer thread, so the next unit computes while the last one is stored. Runs are written in
 the order they closed (a few at most wait), and a run turns FINISHED only once all of it is
 stored. ``find`` waits for the writes if its own identity is among them (a sweep reuses what it
@@ -37,13 +38,11 @@ import os
 import queue
 import signal
 import socket
-import sqlite3
 import sys
 import tempfile
 import threading
 import time
 import traceback
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -53,7 +52,6 @@ from typing import Any, NamedTuple
 from washexp.errors import WashexpError
 from washexp.hashing import canonical_json, sha256_bytes, tree_digest
 from washexp.masking import mask, mask_bytes, secret_values
-from washexp.tracking.literuns import LiteRuns, local_artifact_dir, select_runs
 from washexp.tracking.sqlite import check_store, ensure_store, store_path, write_ahead_log
 from washexp.tracking.traces import ModelCall, TraceStore
 
@@ -69,6 +67,7 @@ LINK_TAG = "washexp.link"
 KIND_TAG = "washexp.kind"
 LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"  # what MlflowClient.log_table sets; the UI lists tables by it
 _BATCH = 100  # MLflow accepts at most 100 params or tags per batch call
+_METRICS_BATCH = 800  # and 1,000 values in all: 800 metrics beside 100 params and 100 tags
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -81,7 +80,7 @@ class StoreError(WashexpError):
 def _store_failure(uri: str, err: BaseException) -> StoreError | None:
     """``err`` as a :class:`StoreError` when the store (the database or the artifact folder) raised
     it; None for anything else, which is a bug and stays itself."""
-    if not isinstance(err, (OSError, sqlite3.Error, *_loaded_store_errors())):
+    if not isinstance(err, (OSError, *_loaded_store_errors())):
         return None
     root = err
     while root.__cause__ is not None or root.__context__ is not None:
@@ -92,11 +91,15 @@ def _store_failure(uri: str, err: BaseException) -> StoreError | None:
 
 
 def _loaded_store_errors() -> tuple[type, ...]:
-    """MLflow's and SQLAlchemy's error classes, where imported: an error of a class never imported
-    was never raised, and importing them here could race the store's set-up importing MLflow."""
+    """MLflow's, SQLAlchemy's and SQLite's error classes, where imported: an error of a class never
+    imported was never raised, and importing them here could race the store's set-up importing MLflow."""
     found = (
         getattr(sys.modules.get(module), name, None)
-        for module, name in (("mlflow.exceptions", "MlflowException"), ("sqlalchemy.exc", "SQLAlchemyError"))
+        for module, name in (
+            ("mlflow.exceptions", "MlflowException"),
+            ("sqlalchemy.exc", "SQLAlchemyError"),
+            ("sqlite3", "Error"),
+        )
     )
     return tuple(kind for kind in found if isinstance(kind, type))
 
@@ -293,11 +296,10 @@ class _Writer:
 
 
 class _Store(NamedTuple):
-    """The store once it is set up: the experiment and its SQL runs (``LiteRuns`` or ``SqlRuns``;
-    None for a tracking server)."""
+    """The store once it is set up: the experiment's id and MLflow's client on the store."""
 
     experiment_id: str
-    sql: Any
+    client: Any
 
 
 class Tracker:
@@ -307,40 +309,32 @@ class Tracker:
 
         The checks a user acts on (an empty, damaged or read-only SQLite file) run here, before
         any work. Importing MLflow and setting the store up (a fresh SQLite schema, the
-        experiment) run on a thread of their own, so they overlap the sweep's first model calls
-        instead of preceding them: a SQLite store's first lookups read the file directly meanwhile
-        (:meth:`_find_early`), the runs opened meanwhile are created on the writer thread once the
-        store is ready, and anything else that needs the store waits for it. A set-up that fails
-        raises at the next tracking call, as a store failure would."""
+        experiment) run on a thread of their own, so they overlap what a sweep does before its
+        first lookup (composing, planning, loading fixtures); anything that needs the store waits
+        for it. A set-up that fails raises at the next tracking call, as a store failure would."""
         # MLflow's telemetry thread (a network call at import) sets and pops a variable of
         # os.environ while this thread may be copying it: a copy then raised KeyError
         # ('_MLFLOW_TELEMETRY_SESSION_ID'), 1 next run in 24 of bench/bench_first_run_kills.py.
         # Set here, on the calling thread, before any thread imports MLflow; a sweep never phones home.
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+        # Traces are exported on our writer thread already; MLflow's own queue for them waits up to
+        # 1 s on each flush (a run's traces are flushed before its status): 1.3 s a traced run.
+        os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"
         self._db = store_path(uri)
         if self._db is not None:
             check_store(uri, write=True)  # one line for an empty, damaged or read-only file, before any work
         self.uri = uri
         self.failed: StoreError | None = None
         self._writer = _Writer()
-        self._fresh = self._db is not None and not self._db.exists()
-        """A SQLite file that did not exist: until its schema is whole it holds no run."""
         self._experiment = experiment
         self._claims = _lock_path(uri, lock_dir).with_suffix(".claims")
         self._store_lock = _lock_path(uri, lock_dir)
         self._set_up: _Store | None = None
         self._set_up_error: BaseException | None = None
-        self._client = None  # MLflow's, made on first ask (LiteRuns needs none)
-        self._client_lock = threading.Lock()  # one thread imports MLflow: two at once can deadlock
-        self._setting_up: threading.Thread | None = None
-        lite = LiteRuns.of(uri, experiment)
-        if lite is not None:  # a store as the installed MLflow makes it, with the experiment: nothing to set up
-            self._set_up = _Store(lite.experiment_id, lite)
-        else:
-            self._setting_up = threading.Thread(
-                target=self._set_up_store, args=(artifact_root,), name="washexp-tracking-setup", daemon=True
-            )
-            self._setting_up.start()
+        self._setting_up = threading.Thread(  # the one thread that imports MLflow: two at once can deadlock
+            target=self._set_up_store, args=(artifact_root,), name="washexp-tracking-setup", daemon=True
+        )
+        self._setting_up.start()
         self.traces = TraceStore(lambda: (self.client, self.experiment_id))  # asked at its first write
         atexit.register(self.close)
 
@@ -351,7 +345,6 @@ class Tracker:
             from mlflow.tracking import MlflowClient
 
             from washexp.tracking.reader import quiet_mlflow
-            from washexp.tracking.sqlstore import SqlRuns
 
             with quiet_mlflow():
                 if self._db is not None:
@@ -370,15 +363,13 @@ class Tracker:
                             self._experiment, artifact_location=artifact_root.as_uri() if artifact_root else None
                         )
                     )
-                lite = LiteRuns.of(self.uri, self._experiment)
-                self._client = client
-                self._set_up = _Store(experiment_id, lite or SqlRuns.of(client, experiment_id))
+                self._set_up = _Store(experiment_id, client)
         except BaseException as err:  # raised on the calling thread at its next tracking call
             self._set_up_error = err
 
     def _store(self) -> _Store:
         """The store, once its set-up has ended (waited for); its failure raised again."""
-        if self._set_up is None and self._setting_up is not None:
+        if self._set_up is None:
             self._setting_up.join()
             if self._set_up_error is not None:
                 raise self._set_up_error
@@ -392,27 +383,16 @@ class Tracker:
     @property
     def ready(self) -> bool:
         """The store is set up (or its set-up failed): asking for it waits no more."""
-        return self._setting_up is None or not self._setting_up.is_alive()
+        return not self._setting_up.is_alive()
 
     @property
     def client(self):
-        """MLflow's client on the store (MLflow imported on the first ask, once set up)."""
-        self._store()
-        with self._client_lock:
-            if self._client is None:
-                from mlflow.tracking import MlflowClient
-
-                write_ahead_log()  # before MLflow's first connection to the store
-                self._client = MlflowClient(self.uri)
-            return self._client
+        """MLflow's client on the store (once set up)."""
+        return self._store().client
 
     @property
     def experiment_id(self) -> str:
         return self._store().experiment_id
-
-    @property
-    def _sql(self):
-        return self._store().sql
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
@@ -461,24 +441,15 @@ class Tracker:
 
     def _find(self, identity_hash: str) -> Found:
         self._writer.wait_for(identity_hash)  # what this process finished is in the store before it is looked for
-        keys = (PARENT_TAG, OWNER_TAG)
-        early = None
-        if not self.ready and self._db is not None:  # the store is being set up: its file may answer
-            early = _find_early(self._db, self._experiment, identity_hash, keys, self._fresh)
-        if early is not None:
-            runs = early
-        elif self._sql:
-            runs = self._sql.find(HASH_TAG, identity_hash, keys)
-        else:
-            runs = [
-                (r.info.run_id, r.info.status, dict(r.data.metrics), r.data.tags)
-                for r in self.client.search_runs(
-                    [self.experiment_id],
-                    filter_string=f"tags.`{HASH_TAG}` = '{identity_hash}'",
-                    order_by=["attributes.start_time DESC"],
-                    max_results=50,
-                )
-            ]
+        runs = [
+            (r.info.run_id, r.info.status, dict(r.data.metrics), r.data.tags)
+            for r in self.client.search_runs(
+                [self.experiment_id],
+                filter_string=f"tags.`{HASH_TAG}` = '{identity_hash}'",
+                order_by=["attributes.start_time DESC"],
+                max_results=50,
+            )
+        ]
         found = [FoundRun(i, status, m, t.get(PARENT_TAG), t.get(OWNER_TAG)) for i, status, m, t in runs]
         finished = next((f for f in found if f.finished), None)
         return Found(finished, tuple(f for f in found if f.status == "RUNNING"))
@@ -503,34 +474,20 @@ class Tracker:
             tags[HASH_TAG] = identity_hash
         if parent_id:
             tags[PARENT_TAG] = parent_id
-        if not self.ready and self._db is not None:  # created on the writer thread once the store is set up
-            run = Run(self, uuid.uuid4().hex, params, identity=identity_hash, claim=claim)
-            opened = int(time.time() * 1000)
-            self._writer.submit(identity_hash, lambda: self._create(run, name, tags, opened), bounded=False)
-            return run
+        client, experiment_id = self.client, self.experiment_id  # the set-up waited for outside the hold
         held: list = []
         with _holding(held):
-            if self._sql:
-                run_id, artifact_uri = self._sql.create(name, tags)
-            else:
-                created = self.client.create_run(self.experiment_id, run_name=name, tags=tags)
-                run_id, artifact_uri = created.info.run_id, created.info.artifact_uri
+            created = client.create_run(experiment_id, run_name=name, tags=tags)
+            run_id, artifact_uri = created.info.run_id, created.info.artifact_uri
         run = Run(self, run_id, params, artifact_uri, identity=identity_hash, claim=claim)
         if held:  # stopped while it was being created: it ends KILLED, never RUNNING
             run.end_by(KeyboardInterrupt("stopped as the run started"))
             _deliver(held)
         return run
 
-    def _create(self, run: Run, name: str, tags: dict[str, str], opened: int) -> None:
-        """A run opened while the store was being set up, created under the id and start it was given."""
-        _, run.artifact_uri = self._sql.create(name, tags, run_id=run.run_id, start_time=opened)
-
     def mark_killed(self, run: FoundRun, reason: str) -> None:
         """End a run whose process is gone: KILLED, never RUNNING forever."""
         with self._guard():
-            if self._sql:
-                self._sql.kill(run.run_id, {ERROR_TAG: mask(reason)})
-                return
             self.client.set_tag(run.run_id, ERROR_TAG, mask(reason))
             self.client.set_terminated(run.run_id, "KILLED")
 
@@ -544,45 +501,35 @@ class Tracker:
         run.finish(target.metrics, {})
 
     def _log(self, run: Run, metrics, tags, status: str, ended: int, secrets: list[str] | None = None) -> None:
-        """Params, metrics (and step series), tags and the status: one transaction in a SQL
-        store, batches of at most 100 and the status through a tracking server's API. ``ended``:
-        when the run was closed (ms), not when the writer thread got to it."""
+        """Params, metrics (and step series), tags in as few ``log_batch`` calls as MLflow takes
+        (100 params and 100 tags, 1,000 values in all, a call), then the status. ``ended``: when
+        the run was closed (ms), not when the writer thread got to it."""
         secrets = secret_values() if secrets is None else secrets  # read once for the whole run
         params = {k: mask(_param_value(v), secrets) for k, v in run.params.items()}
         points = [(k, float(v), ended, 0) for k, v in metrics.items() if v is not None]
         points += [(k, float(v), ended, i) for k, vs in run.series.items() for i, v in enumerate(vs, 1)]
         tagged = {k: mask(str(v), secrets) for k, v in tags.items()}
-        if self._sql:
-            self._sql.complete(run.run_id, params, points, tagged, status, ended)
-            return
         from mlflow.entities import Metric, Param, RunTag
 
         ps = [Param(k, v) for k, v in params.items()]
-        ms = [Metric(*point) for point in points]
+        ms = [Metric(*point) for point in dict.fromkeys(points)]  # a repeated point is one value
         ts = [RunTag(k, v) for k, v in tagged.items()]
-        for i in range(0, max(len(ps), len(ms), len(ts)), _BATCH):
+        batches = max(-(-len(ps) // _BATCH), -(-len(ts) // _BATCH), -(-len(ms) // _METRICS_BATCH))
+        for i in range(batches):
             self.client.log_batch(
-                run.run_id, metrics=ms[i : i + _BATCH], params=ps[i : i + _BATCH], tags=ts[i : i + _BATCH]
+                run.run_id,
+                metrics=ms[i * _METRICS_BATCH : (i + 1) * _METRICS_BATCH],
+                params=ps[i * _BATCH : (i + 1) * _BATCH],
+                tags=ts[i * _BATCH : (i + 1) * _BATCH],
             )
         self.client.set_terminated(run.run_id, status, end_time=ended)
 
     def _store_files(self, run: Run, files: dict[str, bytes]) -> None:
-        """The run's artifacts, in one upload to the store its creation's URI names (a local
-        folder is written in place: the files MLflow's copy from a temporary folder would leave)."""
-        local = local_artifact_dir(run.artifact_uri)
-        if local is not None:
-            _write_tree(local, files)
-            return
-        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-        from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
-
-        repo = get_artifact_repository(run.artifact_uri, tracking_uri=self.uri)
-        if isinstance(repo, LocalArtifactRepository):
-            _write_tree(Path(repo.artifact_dir), files)
-            return
+        """The run's artifacts, in one ``log_artifacts`` call from a temporary folder (MLflow's
+        artifact repository for the run's URI copies or uploads them)."""
         with tempfile.TemporaryDirectory(prefix="washexp-") as tmp:
             _write_tree(Path(tmp), files)
-            repo.log_artifacts(tmp)
+            self.client.log_artifacts(run.run_id, tmp)
 
     def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
         ended = int(time.time() * 1000)
@@ -594,11 +541,16 @@ class Tracker:
         _deliver(held)
 
     def _write(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status, ended: int) -> None:
-        """One artifact-folder write (files, tables and the manifest), then the rows and the
+        """The traces, one artifact upload (files, tables and the manifest), then the rows and the
         status. A table is the file ``log_table`` would write, plus the tag it would set (the UI's
         table view reads it): without its per-table list/get/set-tag round trips."""
+        frames = {rel: _frame(data) for rel, data in tables.items()}
+        if run.traces:  # first: MLflow names each trace as it stores it, and a table may name one
+            self.traces.write(run.run_id, run.traces)
+            stored = self.traces.stored_ids()
+            frames = {rel: frame.replace(stored) for rel, frame in frames.items()}
         files = {rel: c.encode("utf-8") if isinstance(c, str) else c for rel, c in artifacts.items()}
-        files |= {rel: table_json(_frame(data)).encode("utf-8") for rel, data in tables.items()}
+        files |= {rel: table_json(frame).encode("utf-8") for rel, frame in frames.items()}
         secrets = secret_values()  # once for the run's files, params and tags
         files = {rel: mask_bytes(data, secrets) for rel, data in files.items()}  # before the digests: they name it
         manifest = {"artifacts": {rel: sha256_bytes(data) for rel, data in sorted(files.items())}, **manifest_extra}
@@ -617,8 +569,6 @@ class Tracker:
             mirrored[f"washexp.sha256.{name}"] = tree_digest(digests)
         if tables:
             mirrored[LOGGED_ARTIFACTS_TAG] = json.dumps([{"path": rel, "type": "table"} for rel in sorted(tables)])
-        if run.traces:  # before the status: a FINISHED run has its traces
-            self.traces.write(run.run_id, run.traces)
         self._log(run, metrics, {**tags, **mirrored}, status, ended, secrets)
 
     def _end_without_files(self, run: Run, status: str, ended: int, secrets: list[str], err: Exception) -> None:
@@ -674,30 +624,6 @@ class NullTracker:
         identity = self._open.pop(run.run_id)
         if status == "FINISHED":
             self._finished[identity] = FoundRun(run.run_id, status, dict(metrics), None)
-
-
-def _find_early(db: Path, experiment: str, identity_hash: str, keys: tuple[str, ...], fresh: bool):
-    """What ``SqlRuns.find`` returns, read from the SQLite file without MLflow while the store is
-    being set up: ``(run_id, status, latest metrics, tags named in keys)`` newest first. None when
-    the file cannot answer as MLflow's ORM would (an older schema, locked): the caller then waits
-    for the set-up. A missing file, experiment or table of a fresh store holds no run."""
-    if not db.exists():
-        return []
-    try:
-        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=60)
-    except sqlite3.Error:
-        return None
-    try:
-        exp = con.execute("SELECT experiment_id FROM experiments WHERE name = ?", (experiment,)).fetchone()
-        if exp is None:
-            return []
-        return select_runs(con, exp[0], HASH_TAG, identity_hash, keys)
-    except sqlite3.OperationalError as err:  # no such table or column: a schema MLflow has not made whole yet
-        return [] if fresh and str(err).startswith("no such ") else None
-    except sqlite3.Error:
-        return None
-    finally:
-        con.close()
 
 
 def _released(claim, write) -> None:
