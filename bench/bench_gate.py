@@ -52,7 +52,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from washexp.wash import gate, inventory  # noqa: E402
+from washexp.wash.coalwash import gate, inventory  # noqa: E402
 
 NODE_DRIVER = r"""
 import { readFileSync, writeFileSync } from 'node:fs';

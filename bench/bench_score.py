@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from washexp.needles import norm  # noqa: E402
-from washexp.wash.files import joined  # noqa: E402
-from washexp.wash.score import changed_files, read_expected, read_store, score  # noqa: E402
+from washexp.wash.coalwash.files import joined  # noqa: E402
+from washexp.wash.coalwash.score import changed_files, read_expected, read_store, score  # noqa: E402
 
 WORDS = (  # noqa: SIM905 (a word list reads better as text)
     "the build cache lockfile runner deploy config key token budget retry index memory store wash note "

@@ -58,7 +58,8 @@ def main() -> None:
         uri = f"sqlite:///{Path(tmp) / 'mlflow.db'}"
         from washexp.tracking import open_tracker
 
-        open_tracker(True, uri, str(Path(tmp) / "mlruns"), "compaction", Path(tmp))  # the schema, once
+        # the schema, once: close() waits for the store's set-up (it runs on a thread of its own)
+        open_tracker(True, uri, str(Path(tmp) / "mlruns"), "compaction", Path(tmp)).close()
         washexp = [sys.executable, "-m", "washexp.cli"]
         cases = {
             "washexp ui": lambda p: washexp + ["ui", "--tracking-uri", uri, "--port", str(p), "--no-browser"],

@@ -7,7 +7,7 @@ spellings, values, comments, indents and line breaks, each joined with character
 Python read differently (U+2028, U+2029, U+0085, U+001C..U+001F, U+FEFF, NBSP, CR ...), and a
 fixed list of the shapes issue 36 names. Each file is written to a temporary folder and asked of
 CoalWash's own ``isPinned`` (``scripts/lib/apply.mjs`` of a CoalWash checkout; ``node`` on PATH;
-neither is part of washexp) and of ``washexp.wash.pins.is_pinned``.
+neither is part of washexp) and of ``washexp.wash.coalwash.pins.is_pinned``.
 
 Prints how many CoalWash refuses, how many of those washexp keeps (must be all), and how many
 washexp pins that CoalWash does not (our own wider rule: yield, never safety). Exit 1 when
@@ -24,7 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from washexp.wash.pins import is_pinned
+from washexp.wash.coalwash.pins import is_pinned
 
 ODD = ["\u2028", "\u2029", "\x85", "\x1c", "\x1d", "\x1e", "\x1f", "\ufeff", "\xa0", "\r", "\r\n", "\n", "\t", " "]
 KEYS = ["pinned", "Pinned", "PINNED", '"pinned"', "'pinned'", " pinned", "pinned\ufeff", "\ufeffpinned"]

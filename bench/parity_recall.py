@@ -3,7 +3,7 @@
     python bench/parity_recall.py --coalwash /tmp/coalwash [--cuts 60] [--seed 36]
 
 Makes seeded cuts of the committed wash stores (each cut deletes a random share of each file's
-lines, 10 to 70 %), and for each cut and class compares washexp's census (``washexp.wash.recall``:
+lines, 10 to 70 %), and for each cut and class compares washexp's census (``washexp.wash.coalwash.recall``:
 the before side's distinct values, and how many the after side lost) with CoalWash's own scorer
 rule: the sets of ``inventory()`` from CoalWash's ``scripts/lib/fidelity-gate.mjs`` under Node,
 a store's sets the union of its files' (the scorer reads one text; a store is read file by
@@ -22,8 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from washexp.wash.files import read_md
-from washexp.wash.recall import CLASSES, census, occurrence_recall, recall
+from washexp.wash.coalwash.files import read_md
+from washexp.wash.coalwash.recall import CLASSES, census, occurrence_recall, recall
 
 ROOT = Path(__file__).resolve().parent.parent
 STORES = ROOT / "fixtures" / "wash"

@@ -237,8 +237,11 @@ def error_reference() -> str:
 
 
 def changelog() -> str:
-    """``CHANGELOG.md`` (at the repository's top, where a user looks for it) in the site, its title aside."""
-    return (ROOT / "CHANGELOG.md").read_text(encoding="utf-8").split("\n", 1)[1]
+    """``CHANGELOG.md`` (at the repository's top, where a user looks for it) in the site, its title
+    aside; its links, written from the top (``docs/performance.md``), made relative to the site's
+    pages, which live in ``docs/``."""
+    body = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8").split("\n", 1)[1]
+    return body.replace("](docs/", "](")
 
 
 GENERATED = {"config": config_reference, "cli": cli_reference, "errors": error_reference, "changelog": changelog}

@@ -2,30 +2,62 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from washexp.models.llama_server import SERVER_COUNTS
+from washexp.tracking.sqlite import ensure_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+_TEMPLATE: list[Path] = []
+
+
+def new_store_copy(db: Path) -> None:
+    """``db`` as a copy of an empty store that washexp's own maker (``ensure_store``) made once in
+    this process: making one costs a child process that imports MLflow and migrates (~4 s of
+    CPU), which every sweep paid again. Only for a sweep whose store is not what its test checks
+    (``premade=True`` of :func:`run_cli`): a store made by the command (its first run, and no store
+    at all after a usage error) is what every other run checks."""
+    if not _TEMPLATE:
+        folder = Path(tempfile.mkdtemp(prefix="washexp-empty-store-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        ensure_store(folder / "mlflow.db")
+        _TEMPLATE.append(folder / "mlflow.db")
+    db.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(_TEMPLATE[0], db)
+
+
 def run_cli(
-    args: list[str], store: Path, cwd: Path | None = None, env: dict | None = None, check: bool = True
+    args: list[str],
+    store: Path,
+    cwd: Path | None = None,
+    env: dict | None = None,
+    check: bool = True,
+    premade: bool = False,
 ) -> subprocess.CompletedProcess:
-    """``python run.py ARGS`` with tracking in ``store``, from a directory that is not the root."""
+    """``python run.py ARGS`` with tracking in ``store``, from a directory that is not the root.
+    ``premade``: a store not there yet starts as a copy of an empty one (:func:`new_store_copy`)."""
     tracking = [
         f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
         f"tracking.artifacts={store / 'mlruns'}",
         f"hydra.sweep.dir={store / 'multirun'}",
         f"hydra.run.dir={store / 'outputs'}",
     ]
-    tracking = [t for t in tracking if t.partition("=")[0] not in {a.partition("=")[0] for a in args}]
+    given = {a.partition("=")[0] for a in args}
+    tracking = [t for t in tracking if t.partition("=")[0] not in given]
+    if premade and not (store / "mlflow.db").exists():
+        assert not given & {"tracking", "tracking.uri"}, "premade is for the store in ``store``"
+        new_store_copy(store / "mlflow.db")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "run.py"), *args, *tracking],
         cwd=cwd or store,
@@ -37,6 +69,42 @@ def run_cli(
     if check and proc.returncode != 0:
         raise AssertionError(f"run.py {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
+
+
+SCRIPTED_ENV = {"OPENAI_API_KEY": "sk-test-0", "CI": "1"}
+"""The environment of a sweep against the scripted server: a placeholder key, and CI's plain output."""
+
+
+def scripted_model(
+    url: str,
+    recordings: Path,
+    name: str = "scripted",
+    *,
+    platform: str | None = "scripted-test-server",
+    generations: int | None = 1,
+    answers: int | None = 1,
+) -> list[str]:
+    """The overrides that point a sweep at the scripted OpenAI-compatible server of
+    ``tests/openai_server.py`` at ``url``, recording its calls in ``recordings``: one generation
+    and one answer per context unless asked (None leaves the config's default)."""
+    args = ["model=openai", f"endpoint.base_url={url}", f"model.name={name}", f"endpoint.recordings={recordings}"]
+    if platform is not None:
+        args.append(f"model.platform={platform}")
+    if generations is not None:
+        args.append(f"model.generations={generations}")
+    if answers is not None:
+        args.append(f"model.answers_per_context={answers}")
+    return args
+
+
+def scripted_sweep(
+    url: str, store: Path, tasks: tuple[str, ...], *args: str, recordings: Path | None = None, **model
+) -> subprocess.CompletedProcess:
+    """A multirun (``-m``) of ``args`` on ``tasks`` against the scripted server at ``url``
+    (:func:`scripted_model`, ``model`` its options), recorded in ``recordings`` (default
+    ``store/rec``), into ``store``: a container, so it starts premade."""
+    overrides = scripted_model(url, recordings or store / "rec", **model)
+    return run_cli(["-m", *args, *overrides, f"task=[{','.join(tasks)}]"], store, env=SCRIPTED_ENV, premade=True)
 
 
 CALL_COUNTS = ("calls_live", "calls_replayed", *SERVER_COUNTS)

@@ -10,7 +10,10 @@ native or Hermes': "TURNS TO SUMMARIZE"). Replies by kind:
   ``fenced`` (the correct object inside a code fence); ``Script.models[name]`` sets the reader's
   mode for every task of requests naming that model (two scripted models on one server):
   ``context`` (the expected facts whose value is written in the request's context, the rest left
-  out) or ``empty`` (``{"facts": {}}``);
+  out) or ``empty`` (``{"facts": {}}``); ``Script.reader[task] = "inverted"``: each fact whose
+  needles are all in the request's context answered wrong (its value as another JSON type), each
+  fact whose needles are not answered right (a reader that misreads what it has and guesses what
+  it lacks: every fact lands in a loss cell);
 - Jev: a score per unit; ``Script.jev[task]``: ``fenced`` (prose, then the object in a code
   fence), ``malformed`` (every reply; also ``Script.bad_jev``) or ``malformed_first`` (only the
   task's first Jev request);
@@ -24,8 +27,11 @@ native or Hermes': "TURNS TO SUMMARIZE"). Replies by kind:
   (the same formula as the chat replies' ``prompt_tokens``), never a tokenizer's.
 
 ``Script.hold[kind] = s`` answers each request of that kind after s seconds, so callers in other
-processes ask while it is in flight (a cross-process race made real); every request keeps its
-arrival time (``at``: ``perf_counter``, ``wall``: ``time.time``).
+processes ask while it is in flight (a cross-process race made real); ``s`` may instead be a
+condition (a function of no argument), polled until it is true (at most ``HOLD_LIMIT_S``), so a test
+holds a reply until what it waits for has happened instead of guessing how long that takes. Every
+request keeps its arrival time (``at``: ``perf_counter``, ``wall``: ``time.time``) and the time
+its hold ended (``released``: ``time.time``).
 
 ``Script.cached = n`` reports n of each reply's prompt tokens as cached
 (``usage.prompt_tokens_details.cached_tokens``, at most its ``prompt_tokens``); ``Script.usage =
@@ -47,11 +53,13 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from washexp.compaction.fixtures import load_tasks
+from washexp.needles import norm
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compaction"
 S_BODY = "Scripted summary from the test server (not a model): {n} units were read."
@@ -59,6 +67,8 @@ H_BODY = (
     "## Historical Task Snapshot\nNone. This session contains no user-authored turns.\n\n"
     "## Critical Context\n- scripted checkpoint body from the test server"
 )
+
+HOLD_LIMIT_S = 300.0
 
 HTML_PAGE = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>\n"
 
@@ -89,7 +99,7 @@ class Script:
         self.requests: list[dict] = []
         self.lock = threading.Lock()
         self.in_flight = self.peak = 0
-        self.hold: dict[str, float] = {}
+        self.hold: dict[str, float | Callable[[], bool]] = {}
         self.cached = 0
         self.usage = True
 
@@ -123,6 +133,10 @@ class Script:
             expected = task.expected if task else {}
             if mode == "empty":
                 return json.dumps({"facts": {}})
+            if mode == "inverted":
+                context = norm("\n".join(str(m.get("content") or "") for m in messages[2:]))
+                kept = {f: all(norm(n) in context for n in task.needles[f]) for f in expected}
+                return json.dumps({"facts": {k: wrong_type(v) if kept[k] else v for k, v in expected.items()}})
             if mode == "context":  # what a reader could answer from the evidence it was given
                 context = "\n".join(str(m.get("content") or "") for m in messages[2:])
                 return json.dumps({"facts": {k: v for k, v in expected.items() if _written(v, context)}})
@@ -206,22 +220,27 @@ class _Handler(BaseHTTPRequestHandler):
         kind, task = s.classify(messages)
         with s.lock:
             forced = s.forced.popleft() if s.forced else None
-            s.requests.append(
-                {
-                    "kind": kind,
-                    "task": task.id if task else None,
-                    "body": body,
-                    "headers": {k.title(): v for k, v in self.headers.items()},  # names are case-insensitive
-                    "forced": forced,
-                    "at": time.perf_counter(),
-                    "wall": time.time(),
-                }
-            )
+            entry = {
+                "kind": kind,
+                "task": task.id if task else None,
+                "body": body,
+                "headers": {k.title(): v for k, v in self.headers.items()},  # names are case-insensitive
+                "forced": forced,
+                "at": time.perf_counter(),
+                "wall": time.time(),
+            }
+            s.requests.append(entry)
             s.in_flight += 1
             s.peak = max(s.peak, s.in_flight)
         try:
-            if s.latency or kind in s.hold:
-                time.sleep(s.hold.get(kind, s.latency))
+            hold = s.hold.get(kind, s.latency)
+            if callable(hold):
+                deadline = time.monotonic() + HOLD_LIMIT_S  # a bound, not a timing: the condition ends it
+                while not hold() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            elif hold:
+                time.sleep(hold)
+            entry["released"] = time.time()
             if forced == "drop":
                 self.close_connection = True
                 return

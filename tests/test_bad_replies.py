@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import scripted_model
 from tests.openai_server import Script, serve
 from tests.test_bad_input import TASK, make_project
 from washexp.app import main as run_py
@@ -61,13 +62,8 @@ def test_a_sweep_whose_endpoint_answers_html_ends_in_one_line_exit_1(tmp_path, c
             [
                 "method=full",
                 f"task={TASK}",
-                "model=openai",
-                "model.name=qwen-test",
-                "model.generations=1",
-                "model.answers_per_context=1",
-                f"endpoint.base_url={url}",
+                *scripted_model(url, recordings, "qwen-test", platform=None),
                 "endpoint.max_retries=1",
-                f"endpoint.recordings={recordings}",
                 f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
                 f"tracking.artifacts={store / 'mlruns'}",
                 f"hydra.run.dir={tmp_path / 'outputs'}",

@@ -24,7 +24,9 @@ TASKS = ["backup", "three_files", "payment"]  # payment is primary, the others c
 @pytest.fixture(scope="module")
 def offline(tmp_path_factory):
     store = tmp_path_factory.mktemp("closed")
-    out = run_cli(["-m", "method=none,full", "topn=0,3", f"task=[{','.join(TASKS)}]"], store, env={"CI": "1"})
+    out = run_cli(
+        ["-m", "method=none,full", "topn=0,3", f"task=[{','.join(TASKS)}]"], store, env={"CI": "1"}, premade=True
+    )
     export(store, store / "results")
     (path,) = (store / "results").glob("compaction-reference-*.json")
     return store, out, json.loads(path.read_text()), path

@@ -19,9 +19,11 @@ import pytest
 
 from tests.test_wash_washers import copy_store, tree_digest
 from washexp import masking
-from washexp.wash import gauge, pipeline, rounds
-from washexp.wash.files import read_md
-from washexp.wash.operators import make_operator
+from washexp.wash import pipeline
+from washexp.wash.coalwash import gauge
+from washexp.wash.coalwash.files import read_md
+from washexp.wash.coalwash.operators import make_operator
+from washexp.wash.measure import rounds
 from washexp.wash.washers import WasherError, command
 from washexp.wash.washers.command import LIMIT, STDERR, STDOUT, CommandWasher, Containment, containment
 from washexp.wash.washers.confine import landlock_abi
@@ -123,7 +125,7 @@ def test_the_program_gets_no_credentials_unless_named(tmp_path, monkeypatch):
     assert Path(seen["WASHEXP_STORE"]).name.startswith("store-") and Path(seen["TMPDIR"]).is_dir()
 
 
-def _gone(marker: bytes, within_s: float = 5.0) -> bool:
+def _gone(marker: bytes, within_s: float = 60.0) -> bool:
     """No process of this machine has ``marker`` in its command line (a pid from inside the
     program's PID namespace means nothing out here)."""
     deadline = time.monotonic() + within_s
@@ -140,7 +142,7 @@ def _gone(marker: bytes, within_s: float = 5.0) -> bool:
 
 @pytest.mark.parametrize(
     ("tail", "timeout_s"),
-    [("exit 0", 60), ("sleep 60", 2), ("exec sleep 60", 2), ("exec >&- 2>&-; sleep 60", 2)],
+    [("exit 0", 600), ("sleep 3600", 2), ("exec sleep 3600", 2), ("exec >&- 2>&-; sleep 3600", 2)],
     ids=["program-ends", "timeout", "timeout-exec", "timeout-pipes-closed"],
 )
 def test_a_detached_child_in_a_new_session_is_killed(tail, timeout_s, tmp_path):
@@ -154,7 +156,8 @@ def test_a_detached_child_in_a_new_session_is_killed(tail, timeout_s, tmp_path):
         sh(script, timeout_s=timeout_s).propose(files, (), tmp_path / "scratch")
     except WasherError as err:
         assert "timed out" in str(err)
-    assert time.monotonic() - started < 20
+    # not killed, the round would last an hour: a bound no busy machine comes near, not a timing
+    assert time.monotonic() - started < 600
     (copy,) = (tmp_path / "scratch").glob("store-*")
     assert int((copy / "pid.txt").read_text()) > 0  # it was started
     assert _gone(f"sleep\0{marker}\0".encode()), f"the detached child (sleep {marker}) outlived its round"

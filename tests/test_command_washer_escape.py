@@ -22,7 +22,7 @@ import pytest
 from tests.test_store_safety import run
 from tests.test_wash_washers import copy_store
 from washexp.errors import ConfigError
-from washexp.wash.files import read_md
+from washexp.wash.coalwash.files import read_md
 from washexp.wash.washers import command
 from washexp.wash.washers.command import STDOUT, CommandWasher, Containment, containment
 

@@ -12,7 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import ROOT, run_cli
-from washexp.wash.compare import needle_class
+from washexp.wash.records.compare import needle_class
 
 WASH = ["benchmark=wash", "measurement=ceiling", "store=[near-wall,lean]", "operator=approve-all"]
 
@@ -57,7 +57,7 @@ def _measurement_runs(store: Path) -> list[str]:
 def sweeps(tmp_path_factory):
     store = tmp_path_factory.mktemp("compare")
     # A: the reference washer's near-duplicate rule at a strict threshold; B: one rule loosened
-    run_cli([*WASH, "washer.near_dup_jaccard=0.95", f"hydra.run.dir={store / 'a'}"], store)
+    run_cli([*WASH, "washer.near_dup_jaccard=0.95", f"hydra.run.dir={store / 'a'}"], store, premade=True)
     run_cli([*WASH, "washer.near_dup_jaccard=0.5", f"hydra.run.dir={store / 'b'}"], store)
     a, b = _measurement_runs(store)
     return store, a, b
@@ -140,7 +140,7 @@ def _compaction_record(retained_b: float, retention_b: float) -> dict:
 
 
 def test_compaction_fields_lost_and_mean_drops_are_named():
-    from washexp.compaction.compare import compare
+    from washexp.compaction.records.compare import compare
 
     same = compare(_compaction_record(1.0, 0.9), _compaction_record(1.0, 0.9))
     assert same.needles_lost == 0 and same.worst_drop == 0 and not same.regressed(0, 0.05)

@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from washexp.compaction import compare as compaction
+from washexp.compaction.records import compare as compaction
 from washexp.compare import Findings, compare, coverage_lines, missing_groups, rows
 from washexp.errors import ConfigError
-from washexp.wash import compare as wash
+from washexp.wash.records import compare as wash
 
 # ---------------------------------------------------------------- shared: cells, rows, the verdict
 

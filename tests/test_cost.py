@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, scripted_model
 from tests.openai_server import Script, serve
 from washexp.errors import ConfigError
 from washexp.models.base import ChatRequest
@@ -139,7 +139,16 @@ def test_the_budget_stops_before_exactly_the_call_that_would_exceed_it(tmp_path,
 
 def test_the_budget_is_shared_by_concurrent_requests_reserved_before_they_are_sent(tmp_path):
     script = Script()
-    script.hold["read"] = 0.3  # every request stays in flight while the others ask
+    refused, all_asked = [], threading.Event()
+
+    def all_asked_once() -> bool:
+        """Each of the eight sent (and held) or refused; once true, true for every held reply."""
+        if script.in_flight + len(refused) >= 8:
+            all_asked.set()
+        return all_asked.is_set()
+
+    # every request stays in flight until the others have asked (an event, not a guess of seconds)
+    script.hold["read"] = all_asked_once
     requests = _reads(script, 8)
     estimate = max(PRICE.estimate(r) for r in requests)
     budget = Budget(3.5 * estimate)  # room for three estimates at most, whatever they cost after
@@ -152,6 +161,7 @@ def test_the_budget_is_shared_by_concurrent_requests_reserved_before_they_are_se
             try:
                 return rec.chat(r)
             except BudgetExceeded:
+                refused.append(r)
                 return None
 
         with ThreadPoolExecutor(8) as pool:
@@ -169,13 +179,8 @@ def _args(url: str, recordings: Path, *extra: str, model: str = "m") -> list[str
     return [
         "method=full",
         TASKS,
-        "model=openai",
-        f"endpoint.base_url={url}",
-        f"model.name={model}",
-        "model.generations=1",
-        "model.answers_per_context=1",  # one call per condition, conditions one at a time:
-        "endpoint.max_concurrency=1",  # the calls' order is the tasks' order
-        f"endpoint.recordings={recordings}",
+        *scripted_model(url, recordings, model, platform=None),  # one call per condition, and conditions
+        "endpoint.max_concurrency=1",  # one at a time: the calls' order is the tasks' order
         "endpoint.price.input_per_mtok=2.5",
         "endpoint.price.output_per_mtok=10",
         *extra,
@@ -292,6 +297,7 @@ def _wash_runs(store: Path) -> list:
     return client.search_runs([client.get_experiment_by_name("wash").experiment_id])
 
 
+@pytest.mark.slow
 def test_a_wash_sweep_costs_its_calls_per_store_and_measurement_and_the_record_says_so(tmp_path):
     from tests.test_wash_model_washers import SUPERSEDED_FAT
     from tests.wash_model_server import WashScript
@@ -303,9 +309,9 @@ def test_a_wash_sweep_costs_its_calls_per_store_and_measurement_and_the_record_s
     rec = f"endpoint.recordings={tmp_path / 'rec'}"
     with serve_wash(script) as url:
         model = ["washer=coalwash", "model=openai", "model.name=w", f"endpoint.base_url={url}", rec]
-        run_cli([*sweep, *model, *priced], _store(tmp_path / "a"), env={"CI": "1"})
+        run_cli([*sweep, *model, *priced], _store(tmp_path / "a"), env={"CI": "1"}, premade=True)
         sent = len(script.requests)
-        run_cli([*sweep, *model, *priced], _store(tmp_path / "b"), env={"CI": "1"})
+        run_cli([*sweep, *model, *priced], _store(tmp_path / "b"), env={"CI": "1"}, premade=True)
         assert len(script.requests) == sent  # all replayed
     recorded = [r["response"] for r in _recorded(tmp_path / "rec")]
     paid = math.fsum((r["prompt_tokens"] * 2.5 + r["completion_tokens"] * 10.0) / 1e6 for r in recorded)

@@ -142,6 +142,7 @@ def _in_a_small_mount(tmp_path: Path, script: str, mount: Path, db: Path, **extr
     return out
 
 
+@pytest.mark.slow
 def test_a_store_that_fills_mid_run_is_one_line_and_the_next_start_recovers(tmp_path):
     """A 7 MB filesystem (tmpfs, in a mount namespace of its own) fills while the main job writes:
     one line, exit 1, no traceback; the runs it could not end (those it could end FAILED while

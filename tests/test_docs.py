@@ -95,6 +95,10 @@ def _blocks_of(*pages: Path) -> list[tuple[str, int]]:
     ]
 
 
+# Slow (each block runs the real commands on a fresh store: 20 to 35 s each, about 2 min of the
+# default suite): the marked suite that .ci/run runs. What they print is each command's own,
+# guarded in the default suite by its tests (tests/test_bad_input.py, test_compare.py, ...).
+@pytest.mark.slow
 @pytest.mark.parametrize(("page", "block"), _blocks_of(README, ERRORS))
 def test_checked_examples_print_what_they_show(project, page, block):
     """The README's examples and the error page's messages: each command ends with the exit code
@@ -133,10 +137,21 @@ def test_readme_is_a_readme():
     assert "python3 -m venv .venv && . .venv/bin/activate && pip install -q -e '.[test]' && pytest" in lines
 
 
-def test_readme_links_resolve():
-    text = README.read_text(encoding="utf-8")
-    targets = {t.split("#")[0] for t in re.findall(r"\]\(([^)]+)\)", text) if not t.startswith("http")}
-    assert sorted(t for t in targets if not (ROOT / t).exists()) == []
+def _local_links(text: str) -> set[str]:
+    return {t.split("#")[0] for t in re.findall(r"\]\(([^)]+)\)", text) if not t.startswith("http")}
+
+
+def test_readme_and_changelog_links_resolve():
+    for page in (README, ROOT / "CHANGELOG.md"):
+        targets = _local_links(page.read_text(encoding="utf-8"))
+        assert sorted(t for t in targets if not (ROOT / t).exists()) == [], page.name
+
+
+def test_the_sites_changelog_links_resolve_from_docs():
+    """The site shows CHANGELOG.md as docs/changelog.md: its links must resolve from ``docs/``
+    (mkdocs --strict fails on one that does not, late in CI)."""
+    targets = _local_links(gen_reference.changelog())
+    assert targets and sorted(t for t in targets if not (ROOT / "docs" / t).exists()) == []
 
 
 def _conf_keys() -> set[str]:
@@ -207,3 +222,9 @@ def test_the_site_is_arranged_for_a_newcomer():
     assert [t for t in GLOSSARY_TERMS if t not in anchors] == []
     home = set(re.findall(r"\]\(glossary\.md#([\w-]+)\)", (docs / "index.md").read_text(encoding="utf-8")))
     assert [t for t in GLOSSARY_TERMS if t not in home] == []
+
+
+def test_the_site_loads_nothing_from_another_host():
+    """Read offline and in private: the theme's web fonts (fonts.googleapis.com) are off."""
+    theme = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["theme"]
+    assert theme.get("font") is False

@@ -43,7 +43,7 @@ def export(store: Path, out: Path, *extra: str, check: bool = True) -> subproces
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     store = tmp_path_factory.mktemp("export")
-    run_cli(["-m", "method=S,H", "topn=0,1", TASKS], store, env={"CI": "true"})
+    run_cli(["-m", "method=S,H", "topn=0,1", TASKS], store, env={"CI": "true"}, premade=True)
     run_cli(["-m", "method=full", TASKS], store, env={"CI": "true"})
     run_cli(["method=S", "topn=0", "phase=preflight", "task=[backup]"], store, env={"CI": "true"})
     export(store, store / "results")
@@ -200,6 +200,7 @@ def test_user_errors_are_one_line(study, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_a_store_of_full_arms_alone_exports(tmp_path):
     """Full carries no top-N tag, so a store holding Full arms only has no top-N column at all (the
     export once died on it with a KeyError)."""
@@ -221,6 +222,7 @@ def test_a_store_of_full_arms_alone_exports(tmp_path):
     assert list((tmp_path / "results").glob("compaction-reference-*.json"))
 
 
+@pytest.mark.slow
 def test_the_same_record_again_writes_nothing(study, tmp_path):
     store = study[0]
     first = export(store, tmp_path).stdout.split()

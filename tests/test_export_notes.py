@@ -9,7 +9,7 @@ from washexp.export import ExportOptions, build
 
 
 def test_another_models_failed_runs_are_not_in_a_records_notes(store):
-    run_cli(["method=S", "topn=1", "task=[backup]"], store)
+    run_cli(["method=S", "topn=1", "task=[backup]"], store, premade=True)
     url = f"http://127.0.0.1:{_closed_port()}/v1"
     down = ["model=openai", f"endpoint.base_url={url}", "model.name=m", "endpoint.max_retries=0"]
     assert (

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from washexp.compaction.fixtures import load_task
 from washexp.errors import WashexpError
-from washexp.wash.feed import load_feed
 from washexp.wash.plan import Plan, apply_to_texts
-from washexp.wash.stores import load_expected, load_store
+from washexp.wash.store.feed import load_feed
+from washexp.wash.store.stores import load_expected, load_store
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures"
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

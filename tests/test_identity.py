@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import ROOT
@@ -51,12 +52,13 @@ def _runs(project: Path) -> int:
     return len([r for r in client.search_runs([exp.experiment_id]) if r.data.tags["washexp.kind"] != "link"])
 
 
+@pytest.mark.slow
 def test_a_note_in_a_record_builder_reuses_every_run_and_a_changed_rule_reuses_none(tmp_path):
     project = _project(tmp_path)
     _run(project)
     assert _runs(project) == 3  # the arm and its two tasks
 
-    notes = project / "washexp" / "compaction" / "record_notes.py"
+    notes = project / "washexp" / "compaction" / "records" / "notes.py"
     text = notes.read_text(encoding="utf-8")
     assert "H is " in text
     notes.write_text(text.replace("H is ", "H here is ", 1), encoding="utf-8")
@@ -78,6 +80,7 @@ def test_the_code_digest_holds_the_rules_and_no_record_builder():
     assert not [m for m in modules if ".record" in m or m.endswith((".cli", ".compare", ".study"))]
 
 
+@pytest.mark.slow
 def test_two_identical_sweeps_started_together_compute_each_identity_once(store):
     """The trap: both processes found no finished run and computed it (224 runs for 180 identities)."""
     from collections import Counter

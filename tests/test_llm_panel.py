@@ -1,4 +1,5 @@
-"""The 13-arm panel (Full; S + Top 0..5; H + Top 0..5) through ``model=openai`` against the
+"""The panel (Full; S + Top 0..2; H + Top 0..2: the study's 13 arms cut to the 7 that take every
+path, Top 0 without a ranking and Top 1 and 2 with one) through ``model=openai`` against the
 scripted local server, run as the real command line, then replayed with zero HTTP calls.
 
 Scripted: payment's reader returns the expected facts as the wrong JSON types (graded 0),
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import ROOT, run_cli, without_calls
+from tests.conftest import ROOT, run_cli, scripted_model, without_calls
 from tests.openai_server import H_BODY, Script, serve
 from washexp.compaction.context import follow_up
 from washexp.compaction.h_native import PROTOCOL
@@ -35,16 +36,13 @@ def _panel(url: str, store: Path, recordings: Path):
         [
             "-m",
             "method=full,S,H",
-            "topn=0..5",
-            "model=openai",
-            f"endpoint.base_url={url}",
-            "model.name=qwen3.8-max",
-            "model.platform=scripted-test-server",
-            f"endpoint.recordings={recordings}",
+            "topn=0..2",  # Top 3..5 take Top 2's path again (the 13-arm sweep: tests/test_sweep.py)
+            *scripted_model(url, recordings, "qwen3.8-max", generations=None, answers=None),
             f"task=[{','.join(TASKS)}]",
         ],
         store,
         env={"OPENAI_API_KEY": SECRET, "CI": "1"},
+        premade=True,  # the store is a container here: its making is tests/test_first_run_kills.py's
     )
 
 
@@ -72,12 +70,12 @@ def panel(tmp_path_factory):
     return root, script, calls_first, calls_second, first, second
 
 
-def test_thirteen_arms_full_once(panel):
+def test_seven_arms_full_once(panel):
     root, *_ = panel
     _, arms = _runs(root, "arm")
     labels = sorted({r.info.run_name.split(" · ")[0] for r in arms})
-    assert labels == sorted(["Full", *(f"{m} top{n}" for m in "SH" for n in range(6))])
-    assert len(arms) == 13 and sum(r.info.run_name.startswith("Full") for r in arms) == 1
+    assert labels == sorted(["Full", *(f"{m} top{n}" for m in "SH" for n in range(3))])
+    assert len(arms) == 7 and sum(r.info.run_name.startswith("Full") for r in arms) == 1
 
 
 def test_graded_as_scripted_and_a_bad_ranking_fails_only_its_generations_top_n(panel):
@@ -119,7 +117,7 @@ def test_second_run_replays_every_call(panel):
     assert calls_second == 0  # the tokenize counts replay too
     _, again = _runs(root, "arm", "store-again")
     replayed = {r.info.run_name: without_calls(r.data.metrics) for r in again}
-    assert len(replayed) == 13
+    assert len(replayed) == 7
     assert {r.info.run_name: without_calls(r.data.metrics) for r in _runs(root, "arm")[1]} == replayed
     assert {r.data.metrics["calls_live"] for r in again} == {0.0}  # every call replayed, counted apart
     chat = [p for p in (root / "recordings").rglob("*.json") if "tokenize" not in p.parts]
@@ -164,10 +162,10 @@ def test_record_reports_api_tokens_distinct_generations_and_method_notes(panel):
     assert arms["S top2"]["api_contexts_shortened"] <= 5 and arms["S top2"]["contexts_failed"] == 1
     assert {r["task"]: r["distinct_s"] for r in tables["generations"]["rows"]} == {t: 3 for t in TASKS}
     failed = {(r["arm"], r["task"]): r["jev"] for r in tables["failed_contexts"]["rows"]}
-    assert failed == {(f"{m} top{n}", "refactor"): 1 for m in "SH" for n in range(1, 6)}
+    assert failed == {(f"{m} top{n}", "refactor"): 1 for m in "SH" for n in range(1, 3)}
     notes = " ".join(record["notes"])
-    # H top0..5 x 3 tasks x 3 generations, each judged before answering (and before any ranking)
-    assert "endpoint's tokenize route for 54 context(s) and by the local Qwen3 chat template for 0" in notes
+    # H top0..2 x 3 tasks x 3 generations, each judged before answering (and before any ranking)
+    assert "endpoint's tokenize route for 27 context(s) and by the local Qwen3 chat template for 0" in notes
     assert "Jev ties go to the earlier unit" in notes and "units_kept" in notes
     assert "generation temperature 0.7" in notes and "distinct S bodies" not in notes  # 3 of 3: no caveat
 

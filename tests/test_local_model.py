@@ -268,10 +268,11 @@ def test_no_orphan_server_on_ctrl_c_sigterm_or_sigkill(request, tmp_path, sig, c
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    said = proc.stderr.read()[-2000:] if proc.stderr else ""
     if code is not None:
-        assert proc.returncode == code
+        assert proc.returncode == code, said
     else:
-        assert proc.returncode != 0
+        assert proc.returncode != 0, said
     assert _gone(pid, port), f"the server outlived washexp ended by {sig.name}"
 
 

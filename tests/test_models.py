@@ -4,6 +4,7 @@ retries and backoff, one-line failures, bounded concurrency, the recorder, no se
 from __future__ import annotations
 
 import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -73,7 +74,7 @@ def test_closing_the_client_ends_a_retry_that_is_backing_off(server):
     the call gives up at once instead of sleeping through its remaining retries."""
     script, url = server
     script.forced.extend(["500"] * 5)
-    model = _model(url, max_retries=4, backoff_s=30.0)  # ~minutes of backoff if left alone
+    model = _model(url, max_retries=4, backoff_s=600.0)  # ~an hour of backoff if left alone
     with ThreadPoolExecutor(1) as pool:
         call = pool.submit(model.chat, REQ)
         while script.count() < 1:
@@ -81,14 +82,21 @@ def test_closing_the_client_ends_a_retry_that_is_backing_off(server):
         start = time.monotonic()
         model.close()
         with pytest.raises(ModelError, match="the sweep is ending.*HTTP 500"):
-            call.result(timeout=10)
-    assert time.monotonic() - start < 5
+            call.result(timeout=300)
+    assert time.monotonic() - start < 120  # far from both sides: 600 s of backoff, or at once
     assert script.count() == 1
 
 
 def test_requests_in_flight_never_exceed_max_concurrency(server):
     script, url = server
-    script.latency = 0.1
+    three = threading.Event()
+
+    def three_in_flight() -> bool:  # the first requests are held until three are in flight at once
+        if script.in_flight >= 3:
+            three.set()
+        return three.is_set()
+
+    script.hold["other"] = three_in_flight
     model = _model(url, max_concurrency=3)
     with ThreadPoolExecutor(12) as pool:
         list(pool.map(lambda _: model.chat(REQ), range(12)))

@@ -57,7 +57,7 @@ def both(tmp_path_factory):
     script = Script(latency=0.02)
     with serve(script) as url:
         args = [*COMMON, f"endpoint.base_url={url}", f"endpoint.recordings={root / 'rec'}"]
-        run_cli(["-m", f"method={','.join(ARMS)}", *args, "tracking.experiment=multirun"], root)
+        run_cli(["-m", f"method={','.join(ARMS)}", *args, "tracking.experiment=multirun"], root, premade=True)
         sent = script.count()
         run_cli([f"method={ARMS[-1]}", *args, "tracking.experiment=separate"], root)
         sent_again = script.count() - sent

@@ -3,8 +3,9 @@ write one fresh SQLite store, and a frozen summary two of them need at once stay
 
 The sweep (``method=S topn=-1..1 model=openai``, task payment, one generation) runs as the real
 command line against the scripted server, whose S replies are sampled (each request would get a
-different text) and held for seconds (``Script.hold``): both processes need the same summary at
-once, one asks the model, the other waits for its recording and replays it.
+different text) and held (``Script.hold``) until both workers' conditions have started: both
+processes need the same summary at once, one asks the model, the other waits for its recording
+and replays it.
 ``topn=-1`` is a user error raised in a worker: the command must still end in its one line and
 exit 2. The same command again reuses every finished arm.
 """
@@ -12,16 +13,17 @@ exit 2. The same command again reuses every finished arm.
 from __future__ import annotations
 
 import hashlib
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, scripted_model
 from tests.openai_server import Script, serve
 
 SECRET = "sk-test-SECRET-parallel"
-HOLD = 10.0  # seconds an S reply is held: both workers reach the summary within it
 
 
 def _sweep(url: str, store: Path, recordings: Path):
@@ -32,11 +34,7 @@ def _sweep(url: str, store: Path, recordings: Path):
             "method=S",
             "topn=-1..1",
             "task=payment",
-            "model=openai",
-            "model.name=qwen3.8-max",
-            "model.generations=1",
-            f"endpoint.base_url={url}",
-            f"endpoint.recordings={recordings}",
+            *scripted_model(url, recordings, "qwen3.8-max", platform=None, answers=None),
         ],
         store,
         env={"OPENAI_API_KEY": SECRET, "CI": "1"},
@@ -49,7 +47,9 @@ def parallel(tmp_path_factory):
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="needs the [test] extra (joblib launcher)")
     store = tmp_path_factory.mktemp("parallel")
     script = Script()
-    script.hold = {"S": HOLD}
+    # S's reply is held until both workers' conditions have started (a condition, not a guess of
+    # seconds that a busy machine can overrun)
+    script.hold = {"S": lambda: _conditions_started(store / "mlflow.db") >= 2}
     with serve(script) as url:
         first = _sweep(url, store, store / "recordings")
         s_requests = [r for r in script.requests if r["kind"] == "S"]
@@ -58,17 +58,23 @@ def parallel(tmp_path_factory):
     return store, client, first, second, s_requests
 
 
+def _conditions_started(db: Path) -> int:
+    """Read-only, with sqlite3 (an MLflow client here would migrate the store the sweep is making)."""
+    try:
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)) as con:
+            (count,) = con.execute(
+                "SELECT COUNT(*) FROM tags WHERE key = 'washexp.kind' AND value = 'condition'"
+            ).fetchone()
+    except sqlite3.Error:  # not made yet, its tables not yet there, or locked by a write
+        return 0
+    return count
+
+
 def _runs(client: MlflowClient, kind: str):
     exp = client.get_experiment_by_name("compaction")
     return client.search_runs([exp.experiment_id], f"tags.`washexp.kind` = '{kind}'", max_results=100)
 
 
-# Since the public-API tracking merge (8b3e89b) these failed in 1 of 2 fresh-clone runs on 2026-12-04
-# (a missing washexp.sha256 tag; a Traceback from Tracker.close): a race, issue 38's first item.
-RACE = pytest.mark.xfail(strict=False, reason="a race in the public-API tracking path (issue 38)")
-
-
-@RACE
 def test_worker_error_reaches_the_command_as_one_line_and_exit_2(parallel):
     _, _, first, second, _ = parallel
     for proc in (first, second):
@@ -89,13 +95,12 @@ def test_one_fresh_store_two_writers_no_lock_or_migration_race(parallel):
     assert not list(store.glob("multirun/.washexp-jobs-*")), "the outbox is removed"
 
 
-@RACE
 def test_two_processes_needing_one_summary_at_once_ask_once_and_log_the_same_bytes(parallel):
     _, client, _, _, s_requests = parallel
     assert len(s_requests) == 1, "the second worker waited for the first one's recording"
     conditions = _runs(client, "condition")
     assert len(conditions) == 2 and len({r.data.tags["washexp.owner"] for r in conditions}) == 2
-    replied = s_requests[0]["wall"] + HOLD
+    replied = s_requests[0]["released"]
     assert all(r.info.start_time / 1000 < replied for r in conditions), "both needed it while it was asked"
     tags = {r.data.tags["washexp.sha256.summary/g0.txt"] for r in conditions}
     files = {
@@ -124,3 +129,30 @@ def test_the_store_and_experiment_are_made_before_any_job(tmp_path):
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     exp = client.get_experiment_by_name("compaction")
     assert exp is not None and not client.search_runs([exp.experiment_id])
+
+
+def test_a_workers_flush_returns_once_its_runs_are_stored(tmp_path):
+    """A worker stores its runs before its job reports: at its exit OpenTelemetry's exit hook
+    (registered at the first trace, after the tracker's) shuts the trace processor down first,
+    and the traces of a write still queued then were dropped ("Processor is already shutdown":
+    1 sweep in 6 lost a run's traces). ``Sweep.flush`` waits for the tracker's queued writes."""
+    import threading
+
+    from washexp.sweep import Sweep
+    from washexp.tracking.writer import Tracker
+
+    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "compaction", tmp_path / "mlruns", tmp_path)
+    sweep = Sweep(tmp_path)
+    sweep.shared("tracker", lambda: tracker)
+    stored, flushed = threading.Event(), threading.Event()
+    tracker._writer.submit("a run", stored.wait)  # a write that ends when the test lets it
+
+    def flush():
+        sweep.flush()
+        flushed.set()
+
+    threading.Thread(target=flush, daemon=True).start()
+    assert not flushed.wait(0.5), "flush returned while a write was still queued"
+    stored.set()
+    assert flushed.wait(60)
+    tracker.close()

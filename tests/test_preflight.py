@@ -11,15 +11,17 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, scripted_model
 from tests.openai_server import Script, serve
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compaction"
 
 
+@pytest.mark.slow
 def test_preflight_reuses_frozen_summaries_and_stays_apart(tmp_path):
     fixtures = tmp_path / "fixtures"
     shutil.copytree(FIXTURES / "meeting_notes", fixtures / "meeting_notes")
@@ -32,10 +34,7 @@ def test_preflight_reuses_frozen_summaries_and_stays_apart(tmp_path):
             [
                 "method=S",
                 "topn=1",
-                "model=openai",
-                "endpoint.base_url=" + url,
-                "model.name=qwen3.8-max",
-                f"endpoint.recordings={recordings}",
+                *scripted_model(url, recordings, "qwen3.8-max", platform=None, generations=None, answers=None),
                 f"benchmark.fixtures={fixtures}",
                 "task=meeting_notes",
                 f"phase={phase}",

@@ -15,7 +15,7 @@ from washexp.app import expand_ranges
 from washexp.compaction.grading import strict_equal, unordered_equal
 from washexp.errors import WashexpError
 from washexp.needles import contains, norm
-from washexp.wash.score import needles_present
+from washexp.wash.coalwash.score import needles_present
 
 FAST = settings(max_examples=80, deadline=None)
 

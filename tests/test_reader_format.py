@@ -15,7 +15,7 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import run_cli
+from tests.conftest import SCRIPTED_ENV, run_cli, scripted_sweep
 from tests.openai_server import Script, serve
 from tests.test_export import export
 from washexp.compaction.answer_format import ANY_VALUE, facts_schema, response_format
@@ -25,26 +25,8 @@ from washexp.compaction.grading import grade
 TASKS = ("backup", "payment")
 
 
-def _sweep(url: str, store, form: str, *extra: str):
-    return run_cli(
-        [
-            "-m",
-            "method=full,H",
-            "topn=1",
-            "model=openai",
-            f"endpoint.base_url={url}",
-            "model.name=scripted",
-            "model.platform=scripted-test-server",
-            "model.generations=1",
-            "model.answers_per_context=1",
-            f"model.structured_output={form}",
-            f"endpoint.recordings={store / 'rec'}",
-            f"task=[{','.join(TASKS)}]",
-            *extra,
-        ],
-        store,
-        env={"OPENAI_API_KEY": "sk-test-0", "CI": "1"},
-    )
+def _sweep(url: str, store, form: str, *extra: str, methods: str = "full,H"):
+    return scripted_sweep(url, store, TASKS, f"method={methods}", "topn=1", f"model.structured_output={form}", *extra)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +39,8 @@ def sent(tmp_path_factory):
         script.reader["payment"] = "malformed"  # prose around the JSON: out of shape
         (root / form).mkdir()
         with serve(script) as url:
-            _sweep(url, root / form, form)
+            # H brings S, H and Jev requests: once is enough to see they go without a format
+            _sweep(url, root / form, form, methods="full,H" if form == "json_schema" else "full")
         out[form] = script.requests
     export(root / "json_schema", root / "results")
     (record,) = (root / "results").glob("compaction-scripted-test-server-*.json")
@@ -73,11 +56,12 @@ def _tasks():
 def test_the_reader_alone_asks_and_each_form_is_the_servers_own(sent):
     _root, requests, *_ = sent
     tasks = _tasks()
+    others = [r for r in requests["json_schema"] if r["kind"] in ("S", "H", "Jev")]
+    assert {r["kind"] for r in others} == {"S", "H", "Jev"}
+    assert all("response_format" not in r["body"] for r in others)  # free text for every other role
     for form, kinds in (("json_schema", "json_schema"), ("json_object", "json_object")):
         reads = [r for r in requests[form] if r["kind"] == "read"]
-        others = [r for r in requests[form] if r["kind"] in ("S", "H", "Jev")]
-        assert reads and {r["kind"] for r in others} == {"S", "H", "Jev"}
-        assert all("response_format" not in r["body"] for r in others)  # free text for every other role
+        assert reads
         for r in reads:
             fmt = r["body"]["response_format"]
             assert fmt["type"] == kinds
@@ -102,7 +86,7 @@ def test_an_unknown_form_is_refused_in_one_line_before_any_run(tmp_path):
         ["method=full", "task=backup", "model=openai", "model.name=q", "endpoint.base_url=http://127.0.0.1:9/v1"]
         + ["model.structured_output=yaml"],
         tmp_path,
-        env={"OPENAI_API_KEY": "sk-test-0", "CI": "1"},
+        env=SCRIPTED_ENV,
         check=False,
     )
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import washexp.wash.washers.reference as reference
 from tests.conftest import ROOT
-from washexp.wash.files import read_md
+from washexp.wash.coalwash.files import read_md
 from washexp.wash.washers.reference import Edit, ReferenceWasher, near_dup_edits
 
 

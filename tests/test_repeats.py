@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, scripted_sweep
 from tests.openai_server import Script, serve
 from tests.test_export import export
 from washexp.app import JobInfo, expand_short_keys
@@ -91,22 +91,7 @@ TASKS = ("backup", "payment")
 
 
 def _sweep(url: str, store: Path, recordings: Path):
-    return run_cli(
-        [
-            "-m",
-            "method=none,full",
-            "model=openai",
-            f"endpoint.base_url={url}",
-            "model.name=scripted",
-            "model.platform=scripted-test-server",
-            "model.generations=1",
-            "model.repeats=2",
-            f"endpoint.recordings={recordings}",
-            f"task=[{','.join(TASKS)}]",
-        ],
-        store,
-        env={"OPENAI_API_KEY": "sk-test-0", "CI": "1"},
-    )
+    return scripted_sweep(url, store, TASKS, "method=none,full", "model.repeats=2", recordings=recordings, answers=None)
 
 
 @pytest.fixture(scope="module")

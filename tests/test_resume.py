@@ -18,7 +18,9 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import ROOT, run_cli
 
-SWEEP = ["-m", "method=S", "topn=0..5"]  # 6 arms x 14 conditions: killed in the second, long before the end
+# 3 arms x 14 conditions: killed in the second (after 18), before the end; more arms would only
+# repeat the third's path (resuming after the killed arm)
+SWEEP = ["-m", "method=S", "topn=0..2"]
 
 
 def _runs(store: Path):
@@ -56,7 +58,9 @@ def _start(store: Path) -> subprocess.Popen:
     )
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGKILL, pytest.param(signal.SIGINT, marks=pytest.mark.slow)], ids=["SIGKILL", "SIGINT"]
+)
 def test_killed_sweep_resumes_without_duplicates(tmp_path, sig):
     proc = _start(tmp_path)
     deadline = time.monotonic() + 300
@@ -77,9 +81,9 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path, sig):
     assert not [r.data.tags["mlflow.runName"] for r in runs if r.info.status == "RUNNING"]
     finished = [r for r in runs if r.info.status == "FINISHED"]
     per_identity = Counter(r.data.tags["washexp.hash"] for r in finished if r.data.tags["washexp.kind"] == "condition")
-    assert len(per_identity) == 84 and set(per_identity.values()) == {1}, per_identity.most_common(3)
+    assert len(per_identity) == 42 and set(per_identity.values()) == {1}, per_identity.most_common(3)
     arms = [r for r in finished if r.data.tags["washexp.kind"] == "arm"]
-    assert sorted(r.data.tags["mlflow.runName"] for r in arms) == [f"S top{n} · arm" for n in range(6)]
+    assert sorted(r.data.tags["mlflow.runName"] for r in arms) == [f"S top{n} · arm" for n in range(3)]
     # every finished arm lists its 14 tasks: those it computed, and a link to each it reused
     # (a reused run stays under the arm that computed it, even a killed one)
     children = Counter(

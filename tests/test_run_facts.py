@@ -37,3 +37,13 @@ def test_wall_time_sums_the_finished_arm_runs_and_counts_the_rest():
 def test_runs_from_before_the_tag_name_no_machine():
     facts = run_facts(_arms([None, None, None]).drop(columns="tags.washexp.machine"))
     assert facts["machine (as the runs recorded it)"].startswith("not recorded")
+
+
+def test_runs_answered_from_recordings_say_so_beside_their_wall_time():
+    arms = _arms(["AMD EPYC · 2 cores"] * 3).assign(
+        **{"metrics.calls_live": [2.0, 0.0, None], "metrics.calls_replayed": [1.0, 14.0, None]}
+    )
+    line = run_facts(arms)["model calls (arm runs, summed)"]
+    assert line.startswith("2 sent to the model, 15 answered from its recordings")
+    assert "model calls (arm runs, summed)" not in run_facts(arms.assign(**{"metrics.calls_replayed": 0.0}))
+    assert "model calls (arm runs, summed)" not in run_facts(_arms([None, None, None]))  # no model: no line

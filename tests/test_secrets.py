@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, scripted_model
 from tests.openai_server import Script, serve
 from tests.test_bad_input import TASK, make_project
 from washexp import cli
@@ -44,12 +44,7 @@ def _one_arm(url: str, written: Path, store: Path) -> list[str]:
         "method=S",
         "topn=1",
         f"task={TASK}",
-        "model=openai",
-        "model.name=qwen-test",
-        "model.generations=1",
-        "model.answers_per_context=1",
-        f"endpoint.base_url={url}",
-        f"endpoint.recordings={written / 'recordings'}",
+        *scripted_model(url, written / "recordings", "qwen-test", platform=None),
         f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
         f"tracking.artifacts={store / 'mlruns'}",
         f"hydra.run.dir={written / 'outputs'}",
@@ -82,7 +77,7 @@ def test_a_planted_key_reaches_the_endpoint_and_nothing_else(tmp_path, capfd, mo
 
 
 def test_servers_washexp_starts_bind_127_0_0_1():
-    ui = tracking_server.command(cli.UI_HOST, 5000)
+    ui = tracking_server.command("sqlite:///mlflow.db", cli.UI_HOST, 5000)
     assert ui[ui.index("--host") + 1] == "127.0.0.1"
     assert cli._parser(ROOT).parse_args(["server"]).host == "127.0.0.1"  # washexp server, unless --host
     local = llama_server.server_command(sys.executable, Path("m.gguf"), "m", 8080, 2048, 2)
@@ -139,7 +134,7 @@ def test_a_planted_key_reaches_the_washer_endpoint_and_nothing_else(tmp_path, ca
         assert leak.decode() not in proc.stdout + proc.stderr + out + err
 
 
-@pytest.mark.parametrize("status", ["401-echo", "400-echo"])
+@pytest.mark.parametrize("status", [pytest.param("401-echo", marks=pytest.mark.slow), "400-echo"])
 def test_a_key_the_endpoint_echoes_is_masked_everywhere(tmp_path, status):
     """The trap: an endpoint that refuses the key and quotes it in its message. The message
     reaches stderr, the arm's and the parent's ``washexp.error`` tag and ``error.txt``, and the

@@ -22,14 +22,14 @@ from tests.test_wash_apply import PLAN, STEPS, STORE, make_store
 from tests.test_wash_pipeline import BILLING, OFF, PlanWasher, copy_store, md_bytes, write_store
 from washexp.errors import FixtureError
 from washexp.hashing import sha256_bytes
-from washexp.wash import scratch
-from washexp.wash.apply import SNAPSHOT_DIR, WAL_NAME, ApplyError, UnsafeStore, apply_plan, check_journal, recover
-from washexp.wash.files import read_md
-from washexp.wash.keeps import KEEPS, read_keeps
-from washexp.wash.operators import ApproveAll
+from washexp.wash.coalwash.files import read_md
+from washexp.wash.coalwash.keeps import KEEPS, read_keeps
+from washexp.wash.coalwash.operators import ApproveAll
 from washexp.wash.pipeline import wash
 from washexp.wash.plan import PlanItem
-from washexp.wash.stores import load_store
+from washexp.wash.store import scratch
+from washexp.wash.store.apply import SNAPSHOT_DIR, WAL_NAME, ApplyError, UnsafeStore, apply_plan, check_journal, recover
+from washexp.wash.store.stores import load_store
 from washexp.wash.washer import Keep
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,8 +200,8 @@ CRASH = textwrap.dedent(
     """
     import json, os, signal, sys
     from pathlib import Path
-    from washexp.wash.apply import apply_plan
-    from washexp.wash.cli_wash import _terminated
+    from washexp.wash.store.apply import apply_plan
+    from washexp.wash.cli.wash import _terminated
     from washexp.wash.plan import Plan
 
     store, plan, at, how = Path(sys.argv[1]), Plan.from_dict(json.loads(sys.argv[2])), sys.argv[3], sys.argv[4]
@@ -249,7 +249,7 @@ def test_a_kill_while_a_committed_apply_clears_its_snapshot_is_not_a_stuck_store
     """The kill test found it: killed inside the clean-up after the commit record, the old order left
     a committed journal whose snapshot copies were half deleted, and every later start refused the
     store ("no snapshot copy of ..."). The journal now goes first; a committed one needs no copies."""
-    from washexp.wash import apply
+    from washexp.wash.store import apply
 
     memdir = make_store(tmp_path / "store")
     seen = apply.digests(memdir)

@@ -21,7 +21,7 @@ def _runs(store: Path):
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     store = tmp_path_factory.mktemp("sweep")
-    first = run_cli(["-m", "method=S,H", "topn=0..5"], store)
+    first = run_cli(["-m", "method=S,H", "topn=0..5"], store, premade=True)
     client, runs = _runs(store)
     return store, client, runs, first
 
@@ -126,3 +126,24 @@ def test_fusion_never_loses_what_a_smaller_n_kept(sweep):
     for (method, n, task), value in cond.items():
         if n < 5:
             assert cond[(method, n + 1, task)] >= value
+
+
+def test_a_sweep_shipped_outside_a_hydra_run_keeps_its_outbox_in_the_temp_dir(tmp_path):
+    """Only "HydraConfig was not set" means "no Hydra run": the outbox goes to the temp dir. (It
+    once caught every exception, so a bug in finding the sweep dir moved the outbox silently.)"""
+    import pickle
+    import tempfile
+
+    from washexp.sweep import Sweep
+
+    sweep = Sweep(tmp_path)
+    try:
+        shipped = pickle.loads(pickle.dumps(sweep))
+        assert shipped.outbox == sweep.outbox and sweep.outbox is not None
+        assert sweep.outbox.parent == Path(tempfile.gettempdir()).resolve() or sweep.outbox.parent == Path(
+            tempfile.gettempdir()
+        )
+    finally:
+        sweep.close()
+        if sweep.outbox is not None:
+            sweep.outbox.rmdir()

@@ -20,7 +20,7 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, scripted_model
 from tests.openai_server import Script, serve
 from washexp.tracking.traces import ModelCall, TraceStore, TraceWriteError
 
@@ -33,18 +33,13 @@ def _sweep(url: str, store: Path, recordings: Path, *extra: str):
             "-m",
             "method=S",
             "topn=0,1",
-            "model=openai",
-            f"endpoint.base_url={url}",
-            "model.name=qwen3.8-max",
-            "model.platform=scripted-test-server",
-            f"endpoint.recordings={recordings}",
-            "model.generations=2",
-            "model.answers_per_context=2",
+            *scripted_model(url, recordings, "qwen3.8-max", generations=2, answers=2),
             "task=backup",
             *extra,
         ],
         store,
         env={"OPENAI_API_KEY": SECRET, "CI": "1"},
+        premade=True,  # the store is a container here: its making is tests/test_first_run_kills.py's
     )
 
 
@@ -176,7 +171,8 @@ def test_a_written_trace_reads_back_through_a_fresh_client(tmp_path, monkeypatch
     store.write(first, (call, refused))
     store.write(second, (call,))  # the same call in a second condition: linked, not written twice
     stored = store.stored(call.key)
-    assert store.stored_ids()[placeholder] == stored != placeholder
+    assert store.stored_ids((call,)) == {placeholder: stored} and stored != placeholder
+    assert store.stored_ids((refused,)).keys() == {store.trace_id(refused.key)}  # a run's own calls only
 
     reader = MlflowClient(uri)  # what a user's reader sees
     every = reader.search_traces(locations=[exp], max_results=100)

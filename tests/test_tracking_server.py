@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, scripted_model
 from tests.openai_server import Script, serve
 from tests.postgres import free_port, postgres_cluster
 from washexp.tracking.server import stop, wait_healthy
@@ -87,10 +87,7 @@ def test_unreachable_tracking_server_stops_before_any_model_call(store):
             [
                 "-m",
                 "topn=0,1",
-                "model=openai",
-                f"endpoint.base_url={base_url}",
-                "model.name=qwen3.8-max",
-                f"endpoint.recordings={store / 'rec'}",
+                *scripted_model(base_url, store / "rec", "qwen3.8-max", platform=None, generations=None, answers=None),
                 "task=[backup]",
                 "tracking=server",
                 f"tracking.uri={uri}",
@@ -121,27 +118,24 @@ def test_a_sweep_logs_to_washexp_server_on_postgresql(postgres, tmp_path):
     assert {r["info"]["status"] for r in runs} == {"FINISHED"}
 
 
-def test_the_settings_are_the_ones_mlflow_server_hands_its_worker():
-    """``settings`` copies MLflow's private names (importing them would import the whole server):
-    held equal here, so an MLflow that renames one fails this test, not a user's UI."""
+def test_the_server_is_started_by_mlflow_servers_documented_options():
+    """``washexp server`` runs ``python -m mlflow server`` with options of MLflow's own command
+    line (read from its click command, the public CLI): an MLflow that renames one fails here,
+    not in a user's UI. The variable that turns job execution off is one MLflow documents."""
     from mlflow import environment_variables as ev
-    from mlflow.server import constants as c
+    from mlflow.cli import server
 
-    from washexp.tracking.server import settings
+    from washexp.tracking.server import command, environment
 
-    names = set(settings("sqlite:///x.db"))
-    assert names == {
-        c.BACKEND_STORE_URI_ENV_VAR,
-        c.REGISTRY_STORE_URI_ENV_VAR,
-        c.ARTIFACT_ROOT_ENV_VAR,
-        c.SERVE_ARTIFACTS_ENV_VAR,
-        c.ARTIFACTS_DESTINATION_ENV_VAR,
-        ev._MLFLOW_SGI_NAME.name,
-        ev._MLFLOW_SERVER_BOOT_ID.name,
-        ev._MLFLOW_IN_JOB_EXECUTOR.name,
-        ev.MLFLOW_SERVER_ENABLE_JOB_EXECUTION.name,
-        ev.MLFLOW_SERVER_ALLOWED_HOSTS.name,
-    }
+    cmd = command("sqlite:///x.db", "127.0.0.1", 5000, Path("served"), ["localhost"])
+    args = cmd[cmd.index("-c") + 2 :]  # after the watched program, which runs the mlflow module
+    assert args[0] == "server" and "run_module('mlflow'" in cmd[cmd.index("-c") + 1]
+    documented = {o for p in server.params for o in p.opts}
+    given = [a for a in args[1:] if a.startswith("--")]
+    assert set(given) <= documented and {"--backend-store-uri", "--host", "--port", "--workers"} <= set(given)
+    assert args[args.index("--artifacts-destination") + 1] == "served"
+    assert args[args.index("--allowed-hosts") + 1] == "localhost"
+    assert environment({})[ev.MLFLOW_SERVER_ENABLE_JOB_EXECUTION.name] == "false"
 
 
 def _port_free(port: int, within_s: float) -> bool:
@@ -224,14 +218,14 @@ def test_the_allowed_hosts_are_the_loopback_the_bound_address_and_what_the_user_
     assert "[fd00::5]:80" in allowed_hosts("fd00::5", 80) and "0.0.0.0" not in allowed_hosts("0.0.0.0", 80)
 
 
+@pytest.mark.slow  # two imports of MLflow's server app (~12 s of CPU) for a warning: the marked suite
 def test_the_server_starts_without_starlettes_deprecation_warning():
     """MLflow's app imports Starlette's deprecated WSGI middleware: the warning was the first line
     a user saw from ``washexp ui``. The server's own command ignores that one warning (by message,
     category and module), and only it: the same import without the filter still warns."""
-    from washexp.tracking.server import command
+    from washexp.tracking.server import environment
 
-    cmd = command("127.0.0.1", 5000)
-    filters = [c for c in cmd if c.startswith("-W")]
+    filters = [f"-W{w}" for w in environment({})["PYTHONWARNINGS"].split(",")]
     probe = "import mlflow.server.fastapi_app"
     quiet = subprocess.run([sys.executable, *filters, "-c", probe], capture_output=True, text=True, timeout=120)
     loud = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)

@@ -19,7 +19,7 @@ from tests.test_wash_apply import make_store
 from tests.test_wash_washers import copy_store
 from washexp.errors import FixtureError
 from washexp.inputs import load_yaml
-from washexp.wash.apply import SNAPSHOT_DIR, WAL_NAME, recover
+from washexp.wash.store.apply import SNAPSHOT_DIR, WAL_NAME, recover
 
 GAUGE = ".washexp-gauge.json"
 OUTSIDE_STATE = '{"v": 1, "last_wash_tokens": 5, "history": []}\n'
@@ -132,7 +132,7 @@ def test_a_200_mb_store_is_refused_in_one_line_before_any_work(tier, tmp_path):
 
 
 def test_a_store_file_that_grows_after_it_was_measured_is_still_capped(tmp_path, monkeypatch):
-    from washexp.wash import files
+    from washexp.wash.coalwash import files
 
     store = copy_store("superseded", tmp_path)
     monkeypatch.setattr(files, "MAX_STORE_BYTES", 100)  # what the store's entries said fitted

@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from washexp.hashing import sha256_bytes
-from washexp.wash import apply as apply_module
-from washexp.wash.apply import (
+from washexp.wash.coalwash.files import md_names
+from washexp.wash.plan import Plan, PlanError, PlanItem, apply_to_texts, split_lines
+from washexp.wash.store import apply as apply_module
+from washexp.wash.store.apply import (
     SNAPSHOT_DIR,
     TEMP_PREFIX,
     WAL_NAME,
@@ -30,8 +32,6 @@ from washexp.wash.apply import (
     digests,
     recover,
 )
-from washexp.wash.files import md_names
-from washexp.wash.plan import Plan, PlanError, PlanItem, apply_to_texts, split_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,6 +87,7 @@ STEPS = [
     "pinned",
     "external-writer",
     "snapshot",
+    "stage",
     "wal",
     "write:MEMORY.md",
     "write:build-notes.md",
@@ -432,7 +433,7 @@ CRASH = textwrap.dedent(
     """
     import json, os, sys
     from pathlib import Path
-    from washexp.wash.apply import apply_plan
+    from washexp.wash.store.apply import apply_plan
     from washexp.wash.plan import Plan
 
     store, plan, crash_at = Path(sys.argv[1]), Plan.from_dict(json.loads(sys.argv[2])), sys.argv[4]
@@ -526,7 +527,7 @@ def test_a_rollback_never_overwrites_a_file_another_writer_changed_meanwhile(tmp
 
 
 def test_a_plan_change_writes_only_what_changed_and_deletes_whole_files():
-    from washexp.wash.apply import plan_change
+    from washexp.wash.store.apply import plan_change
 
     raw = {"a.md": b"# A\nfat\n", "same.md": b"# Same\n", "gone.md": b"# Gone\n"}
     plan = Plan(
@@ -543,7 +544,7 @@ def test_a_plan_change_writes_only_what_changed_and_deletes_whole_files():
 def test_only_a_file_the_plan_edits_must_be_utf8():
     """CoalWash's ``sniffUnrewritable``: an edited file that is not UTF-8 is refused, naming the byte;
     one the plan deletes whole, or does not touch, is never rewritten and may hold any bytes."""
-    from washexp.wash.apply import plan_change
+    from washexp.wash.store.apply import plan_change
 
     raw = {"a.md": b"# A\nfat\n", "latin.md": b"# caf\xe9\nfat\n", "old.md": b"\xff\xfe# UTF-16\n"}
     kept = plan_change(raw, Plan((PlanItem("a.md", 2, 2, "duplicate", "x", "delete"),)))
@@ -559,7 +560,7 @@ def test_only_a_file_the_plan_edits_must_be_utf8():
 
 
 def test_a_plan_that_does_not_fit_the_files_is_refused():
-    from washexp.wash.apply import plan_change
+    from washexp.wash.store.apply import plan_change
 
     with pytest.raises(ApplyError, match=r"^refused: .*a\.md"):
         plan_change({"a.md": b"# A\n"}, Plan((PlanItem("a.md", 5, 5, "duplicate", "x", "delete"),)))

@@ -96,6 +96,7 @@ def test_a_store_by_path_without_ground_truth_is_one_line_exit_2_before_any_work
     assert _tree(mine) == before
 
 
+@pytest.mark.slow
 def test_a_feed_by_path_is_the_feed_by_name(tmp_path):
     named, track = tmp_path / "named", tmp_path / "track"
     named.mkdir()

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from washexp.errors import WashexpError
-from washexp.wash.caliper import READ_BUDGET_BYTES, measure, mech_fat, mech_fat_split
-from washexp.wash.gauge import STATE_NAME
+from washexp.wash.coalwash.caliper import READ_BUDGET_BYTES, measure, mech_fat, mech_fat_split
+from washexp.wash.coalwash.gauge import STATE_NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 

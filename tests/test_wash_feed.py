@@ -15,9 +15,9 @@ import pytest
 
 from washexp.errors import ConfigError, FixtureError
 from washexp.tokens import caliper_estimate
-from washexp.wash.feed import apply_session, expected_after, load_feed, main, materialise
-from washexp.wash.files import read_md
-from washexp.wash.stores import FAT_CLASSES, load_store
+from washexp.wash.coalwash.files import read_md
+from washexp.wash.store.feed import apply_session, expected_after, load_feed, main, materialise
+from washexp.wash.store.stores import FAT_CLASSES, load_store
 
 ROOT = Path(__file__).resolve().parent.parent
 FEED = ROOT / "fixtures" / "wash-feed" / "dispatch-team"

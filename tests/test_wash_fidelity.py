@@ -18,10 +18,10 @@ from tests.conftest import ROOT, run_cli
 from tests.wash_model_server import WashScript, serve
 from washexp.config import MeasurementConfig
 from washexp.tracking.views import view_state
-from washexp.wash import chain, compressor, controlled
-from washexp.wash.cutters import Cut, Cutter
-from washexp.wash.fidelity import headline_metrics, measurement_spec
-from washexp.wash.recall import census, occurrence_recall, recall_of
+from washexp.wash.coalwash.recall import census, occurrence_recall, recall_of
+from washexp.wash.measure import chain, compressor, controlled
+from washexp.wash.measure.cutters import Cut, Cutter
+from washexp.wash.measure.fidelity import headline_metrics, measurement_spec
 
 BEFORE = {
     "MEMORY.md": "---\nname: memory\ntype: index\n---\n# Index\n"
@@ -192,6 +192,7 @@ def _export(tracking: Path, out: Path) -> dict:
     return json.loads(next(out.glob("wash-*.json")).read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_offline_on_a_committed_store_and_one_by_path_a_rerun_creates_no_runs(tmp_path):
     mine = tmp_path / "my-store"
     shutil.copytree(ROOT / "fixtures" / "wash" / "superseded", mine)

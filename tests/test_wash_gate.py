@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from washexp.wash.gate import Drop, check, check_store, drops_between, main, parse_approval
-from washexp.wash.inventory import inventory
+from washexp.wash.coalwash.gate import Drop, check, check_store, drops_between, main, parse_approval
+from washexp.wash.coalwash.inventory import inventory
 
 ROOT = Path(__file__).resolve().parent.parent
 

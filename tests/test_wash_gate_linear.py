@@ -16,8 +16,8 @@ from collections import Counter
 
 import pytest
 
-from washexp.wash import gate, inventory
-from washexp.wash.inventory import ORIGINAL_PATTERNS
+from washexp.wash.coalwash import gate, inventory
+from washexp.wash.coalwash.inventory import ORIGINAL_PATTERNS
 
 PIECES = [
     *"0123456789 .,-+%/kKvV_#:aAx\n",

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from washexp.errors import ConfigError, WashexpError
-from washexp.wash.caliper import Measurement, measure
-from washexp.wash.files import md_names
-from washexp.wash.gauge import (
+from washexp.wash.coalwash.caliper import Measurement, measure
+from washexp.wash.coalwash.files import md_names
+from washexp.wash.coalwash.gauge import (
     RELEASE,
     STATE_NAME,
     GaugeConfig,

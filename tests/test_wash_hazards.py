@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from washexp.wash import gate
+from washexp.wash.coalwash import gate
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,5 @@
 """The apply's journal, in process: what a crashed apply leaves is rolled back exactly, and a
-journal or snapshot someone crafted is refused before anything is touched (``washexp.wash.apply``'s
+journal or snapshot someone crafted is refused before anything is touched (``washexp.wash.store.apply``'s
 module doc). Fast: a crash is a forked child that dies at a chosen step (``os._exit``, no exec), a
 crafted journal is written by hand; no subprocess of the command.
 """
@@ -16,8 +16,9 @@ import pytest
 from tests.test_wash_apply import PLAN, STORE, assert_no_leftovers, make_store
 from washexp.errors import FixtureError
 from washexp.hashing import sha256_bytes
-from washexp.wash.apply import (
+from washexp.wash.store.apply import (
     LEGACY_LOCK,
+    PACK_NAME,
     SNAPSHOT_DIR,
     TEMP_PREFIX,
     WAL_NAME,
@@ -70,7 +71,8 @@ def journal(store: Path, *records: object, raw: bytes | None = None) -> Path:
 
 
 def begin(files: dict | None = None, created: object = (), **extra: object) -> dict:
-    return {"event": "begin", "version": WAL_VERSION, "files": files or {}, "created": list(created), **extra}
+    lists = {"writes": [], "write_sha256": {}, "deletes": []}
+    return {"event": "begin", "version": WAL_VERSION, "files": files or {}, "created": list(created), **lists, **extra}
 
 
 def meta(data: bytes, mode: int = 0o644) -> dict:
@@ -174,7 +176,11 @@ def test_a_file_the_crash_never_reached_is_left_as_it_is_now(tmp_path):
 def test_a_corrupt_snapshot_copy_stops_the_rollback_and_keeps_the_journal(tmp_path):
     store = make_store(tmp_path / "store")
     crash_at(store, "commit")
-    (store / SNAPSHOT_DIR / "MEMORY.md").write_bytes(b"bit rot\n")
+    pack = store / SNAPSHOT_DIR / PACK_NAME  # a written file's bytes: a slice of the one pack
+    offset = json.loads((store / SNAPSHOT_DIR / WAL_NAME).read_text().splitlines()[0])["files"]["MEMORY.md"]["offset"]
+    data = bytearray(pack.read_bytes())
+    data[offset] ^= 1
+    pack.write_bytes(bytes(data))
     half = everything(store)
     with pytest.raises(ApplyError, match=rf"^rollback: the snapshot copy of MEMORY\.md is corrupt; left in {store}"):
         recover(store)
@@ -195,7 +201,7 @@ def test_a_written_file_is_restored_with_the_mode_it_has(tmp_path):
     store = make_store(tmp_path / "store")
     crash_at(store, "commit")
     (store / "MEMORY.md").chmod(0o604)
-    (store / SNAPSHOT_DIR / "MEMORY.md").chmod(0o600)
+    (store / SNAPSHOT_DIR / PACK_NAME).chmod(0o600)  # its bytes come from the pack, never its mode
     recover(store)
     assert stat.S_IMODE((store / "MEMORY.md").stat().st_mode) == 0o604
 
@@ -308,8 +314,11 @@ def test_a_journal_naming_a_folder_of_the_store_is_refused(tmp_path):
     [
         [begin(), {"event": "write", "file": 7}],
         [begin(), {"event": "delete"}],
-        [{**begin(), "version": WAL_VERSION - 1}],
+        [{**begin(), "version": 1}],
         [{**begin(), "version": WAL_VERSION + 1}],
+        [begin(writes=["MEMORY.md"])],
+        [begin(writes=["MEMORY.md"], write_sha256={"MEMORY.md": 7})],
+        [begin(deletes="MEMORY.md")],
         [{"event": "begin", "version": WAL_VERSION, "created": []}],
         [{**begin(), "created": "MEMORY.md"}],
         [begin(), {"event": "write"}],
@@ -322,8 +331,11 @@ def test_a_journal_naming_a_folder_of_the_store_is_refused(tmp_path):
     ids=[
         "write-file-not-a-name",
         "delete-without-file",
-        "older-version",
+        "version-1",
         "newer-version",
+        "v3-a-write-without-its-sha256",
+        "v3-sha256-not-a-string",
+        "v3-deletes-not-a-list",
         "no-files",
         "created-not-a-list",
         "write-without-file",
@@ -353,6 +365,84 @@ def test_a_journal_without_the_snapshot_copy_it_lists_is_refused(tmp_path):
     store = make_store(tmp_path / "store")
     journal(store, begin({"MEMORY.md": meta(b"# before\n")}), {"event": "write", "file": "MEMORY.md"})
     refused(store, f"/{WAL_NAME}: no snapshot copy of 'MEMORY.md'")
+
+
+def test_a_killed_wash_leaves_one_pack_for_its_writes_and_a_copy_per_delete(tmp_path):
+    store = make_store(tmp_path / "store")
+    crash_at(store, "commit")
+    snap = store / SNAPSHOT_DIR
+    files = json.loads((snap / WAL_NAME).read_text().splitlines()[0])["files"]
+    assert sorted(p.name for p in snap.iterdir()) == sorted([PACK_NAME, WAL_NAME, "scratch-2026-05.md"])
+    assert "offset" not in files["scratch-2026-05.md"] and "offset" in files["MEMORY.md"]
+
+
+@pytest.mark.parametrize("where", [{"offset": 10**6, "size": 1}, {"offset": 0, "size": 10**6}])
+def test_a_journal_slice_outside_the_pack_is_refused(tmp_path, where):
+    store = make_store(tmp_path / "store")
+    journal(store, begin({"MEMORY.md": {**meta(b"# before\n"), **where}}), {"event": "write", "file": "MEMORY.md"})
+    (store / SNAPSHOT_DIR / PACK_NAME).write_bytes(b"# before\n")
+    refused(store, f"/{WAL_NAME}: no snapshot copy of 'MEMORY.md' \\(not within {PACK_NAME}\\)")
+
+
+@pytest.mark.parametrize(
+    "where", [{"offset": -1, "size": 1}, {"offset": 0, "size": True}, {"offset": "0", "size": 1}, {"size": 1}]
+)
+def test_a_journal_slice_that_is_not_two_counts_is_refused(tmp_path, where):
+    store = make_store(tmp_path / "store")
+    journal(store, begin({"MEMORY.md": {**meta(b"x"), **where}}))
+    (store / SNAPSHOT_DIR / PACK_NAME).write_bytes(b"x")
+    refused(store, f"/{WAL_NAME}: an unknown journal shape")
+
+
+def test_a_version_3_journal_with_a_slice_is_refused(tmp_path):
+    store = make_store(tmp_path / "store")
+    journal(store, {**begin({"MEMORY.md": {**meta(b"x"), "offset": 0, "size": 1}}), "version": 3})
+    (store / SNAPSHOT_DIR / PACK_NAME).write_bytes(b"x")
+    refused(store, f"/{WAL_NAME}: an unknown journal shape")
+
+
+def test_a_deleted_file_is_never_restored_from_the_pack(tmp_path):
+    """A pack slice has no mode or owner of its own: a crafted journal that packs a delete cannot
+    make the rollback create the file with the journal's mode and owner."""
+    store = make_store(tmp_path / "store", {"a.md": "# A\n"})
+    (store / "a.md").unlink()
+    (store / SNAPSHOT_DIR).mkdir()
+    (store / SNAPSHOT_DIR / PACK_NAME).write_bytes(b"# A\n")
+    journal(
+        store,
+        begin({"a.md": {**meta(b"# A\n", 0o4777), "offset": 0, "size": 4}}, deletes=["a.md"]),
+        {"event": "delete", "file": "a.md"},
+    )
+    with pytest.raises(ApplyError, match=r"^rollback: no snapshot copy of the deleted a\.md"):
+        recover(store)
+    assert not (store / "a.md").exists()
+
+
+def _old_snapshot(tmp_path: Path) -> tuple[Path, dict[str, bytes], dict]:
+    """A store of a.md and b.md with a snapshot copy of each, as washexp wrote before the pack:
+    the store, its files, the copies' manifest."""
+    store = make_store(tmp_path / "store", {"a.md": "# A\n", "b.md": "# B\n"})
+    before = everything(store)
+    (store / SNAPSHOT_DIR).mkdir()
+    for name in ("a.md", "b.md"):
+        (store / SNAPSHOT_DIR / name).write_bytes((store / name).read_bytes())
+    return store, before, {n: meta((store / n).read_bytes()) for n in ("a.md", "b.md")}
+
+
+def test_a_version_3_journal_of_a_killed_wash_is_still_rolled_back(tmp_path):
+    """A journal washexp 0.x left before the pack (version 3: a snapshot copy per file)."""
+    store, before, files = _old_snapshot(tmp_path)
+    (store / "a.md").write_bytes(b"# A2\n")
+    (store / "b.md").unlink()
+    journal(
+        store,
+        {**begin(files, writes=["a.md"], write_sha256={"a.md": sha256_bytes(b"# A2\n")}, deletes=["b.md"])}
+        | {"version": 3},
+        {"event": "write", "file": "a.md", "sha256": sha256_bytes(b"# A2\n")},
+        {"event": "delete", "file": "b.md"},
+    )
+    assert recover(store) is True
+    assert everything(store) == before
 
 
 def test_a_journal_that_is_not_utf8_is_named(tmp_path):
@@ -423,3 +513,127 @@ def test_a_rollback_goes_on_past_a_file_the_crash_never_touched(tmp_path):
     assert (store / "b.md").read_bytes() == b"# B2\n"
     assert recover(store) is True
     assert everything(store) == before
+
+
+# ------------------------------------------------------------------ the batched flush (issue 37)
+
+
+def test_the_staged_files_of_a_crash_before_the_journal_are_removed(tmp_path):
+    """A kill at ``wal``: the snapshot and every new file's temp file exist, flushed; no journal,
+    so nothing of the store changed, and the next start removes them all."""
+    store = make_store(tmp_path / "store")
+    before = everything(store)
+    crash_at(store, "wal")
+    assert len(list(store.glob(TEMP_PREFIX + "*"))) == 3  # MEMORY.md, build-notes.md, release-notes.md
+    assert recover(store) is False
+    assert everything(store) == before
+
+
+def test_a_kill_midway_through_staging_leaves_a_store_the_next_start_cleans(tmp_path, monkeypatch):
+    """The window the stage step opens: some temp files written, others not, nothing flushed."""
+    import washexp.wash.store.apply as apply_module
+
+    store = make_store(tmp_path / "store")
+    before = everything(store)
+    real, calls = apply_module._stage, []
+
+    def die_at_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os._exit(9)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(apply_module, "_stage", die_at_second)  # in the forked child, as in the parent
+    crash_at(store, "never")
+    assert len(list(store.glob(TEMP_PREFIX + "*"))) == 1
+    assert recover(store) is False
+    assert everything(store) == before
+
+
+def test_a_power_cut_that_lost_the_per_file_records_is_still_rolled_back(tmp_path):
+    """The write and delete records are not fsynced: a power cut may keep the renames (made durable
+    by the store folder's fsync) and lose them. The begin record, fsynced before any rename, names
+    each write's sha256 and each delete, which is enough to undo them."""
+    store = make_store(tmp_path / "store")
+    before = everything(store)
+    crash_at(store, "commit")
+    wal = store / SNAPSHOT_DIR / WAL_NAME
+    wal.write_text(wal.read_text().splitlines()[0] + "\n")  # the begin record alone survived
+    assert recover(store) is True
+    assert everything(store) == before
+
+
+def test_a_version_2_journal_is_still_rolled_back(tmp_path):
+    """A journal an earlier washexp left (version 2: each write announced in its own record, no
+    sha256 map in the begin record) is read as it was: only recorded writes are undone."""
+    store, before, files = _old_snapshot(tmp_path)
+    (store / "a.md").write_bytes(b"# A2\n")
+    (store / "b.md").write_bytes(b"# B, a sync client's\n")  # announced in begin, never recorded
+    journal(
+        store,
+        {"event": "begin", "version": 2, "files": files, "created": [], "writes": ["a.md", "b.md"], "deletes": []},
+        {"event": "write", "file": "a.md", "sha256": sha256_bytes(b"# A2\n")},
+    )
+    assert recover(store) is True
+    assert (store / "a.md").read_bytes() == b"# A\n"
+    assert (store / "b.md").read_bytes() == b"# B, a sync client's\n"
+    del before["b.md"]
+    assert {k: v for k, v in everything(store).items() if k != "b.md"} == before
+
+
+def test_a_file_another_writer_deletes_before_our_delete_is_not_brought_back(tmp_path):
+    """In process the apply knows which files it reached: a delete announced in the begin record
+    that its re-check then refused (someone else removed the file) is not ours to undo."""
+    store = make_store(tmp_path / "store")
+    before = everything(store)
+
+    def co_writer(step: str) -> None:
+        if step == "delete:scratch-2026-05.md":
+            (store / "scratch-2026-05.md").unlink()
+
+    with pytest.raises(ApplyError, match="scratch-2026-05.md was changed by another writer"):
+        apply_plan(store, PLAN, digests(store), on_step=co_writer)
+    del before["scratch-2026-05.md"]
+    assert everything(store) == before
+
+
+def _count_flushes(monkeypatch, syncfs: bool) -> dict[str, int]:
+    import washexp.wash.store.apply as apply_module
+
+    counts = {"fsync": 0, "syncfs": 0}
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        counts["fsync"] += 1
+        real_fsync(fd)
+
+    def fake_syncfs(fd: int) -> int:
+        counts["syncfs"] += 1
+        real_fsync(fd)  # the test's stand-in: this folder, not the whole filesystem
+        return 0
+
+    monkeypatch.setattr(apply_module.os, "fsync", fsync)
+    monkeypatch.setattr(apply_module, "_syncfs", fake_syncfs if syncfs else None)
+    return counts
+
+
+@pytest.mark.parametrize("syncfs", [True, False], ids=["syncfs", "no-syncfs"])
+def test_a_wash_costs_a_fixed_number_of_flushes_whatever_its_size(tmp_path, monkeypatch, syncfs):
+    """39 s for a store of 2,001 notes: four fsyncs per file written (its snapshot copy, its
+    journal record, the file, its folder). Now: the copies and the new files are flushed together
+    (one ``syncfs``, or one fsync each where there is none), the journal and the folders a fixed
+    number of times."""
+    flushes = {}
+    for files in (2, 40):
+        store = tmp_path / f"store-{files}"
+        make_store(store, {f"n{i:03d}.md": f"# N{i}\n" for i in range(files)})
+        change = Change({f"n{i:03d}.md": b"# edited\n" for i in range(1, files)}, ("n000.md",))
+        counts = _count_flushes(monkeypatch, syncfs)
+        with Transaction(store) as tx:
+            tx.apply(change, digests(store))
+        flushes[files] = dict(counts)
+        assert_no_leftovers(store)
+    if syncfs:
+        assert flushes[2] == flushes[40] and flushes[40]["syncfs"] == 1
+    else:  # one fsync per new file: 38 more (the snapshot of the writes is one pack whatever its size)
+        assert flushes[40]["fsync"] - flushes[2]["fsync"] == 38

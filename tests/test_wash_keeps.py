@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 
 from tests.test_wash_pipeline import OFF, PlanWasher, copy_store, delete, write_store
-from washexp.wash.files import read_md
-from washexp.wash.keeps import KEEPS, dump, read_keeps_file
-from washexp.wash.operators import ApproveAll
+from washexp.wash.coalwash.files import read_md
+from washexp.wash.coalwash.keeps import KEEPS, dump, read_keeps_file
+from washexp.wash.coalwash.operators import ApproveAll
 from washexp.wash.pipeline import wash
 from washexp.wash.plan import PlanItem
 from washexp.wash.washer import Keep, target_of

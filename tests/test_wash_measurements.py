@@ -16,9 +16,9 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from tests.test_export import export
-from washexp.wash import caliper, gate, score
-from washexp.wash.gauge import load_gauge
-from washexp.wash.summary import ceiling_of
+from washexp.wash.coalwash import caliper, gate, score
+from washexp.wash.coalwash.gauge import load_gauge
+from washexp.wash.measure.summary import ceiling_of
 
 LOSSY = ["store=[near-wall,lean]", "operator=approve-all", "washer.near_dup_jaccard=0.5", "rounds=3"]
 
@@ -32,7 +32,7 @@ def _export(store: Path, out: Path) -> dict:
 @pytest.fixture(scope="module")
 def record(tmp_path_factory):
     store = tmp_path_factory.mktemp("meaning")
-    run_cli(["-m", "benchmark=wash", "measurement=ceiling,infinity", *LOSSY], store)
+    run_cli(["-m", "benchmark=wash", "measurement=ceiling,infinity", *LOSSY], store, premade=True)
     return _export(store, tmp_path_factory.mktemp("out"))
 
 
@@ -65,6 +65,7 @@ def test_a_lower_bound_tied_with_an_exact_value_is_exact():
     assert (lower["ceiling"], lower["ceiling_lower_bound"]) == (2.0, 1.0)
 
 
+@pytest.mark.slow
 def test_an_early_stop_is_a_users_option_and_the_ceiling_table_says_so(tmp_path):
     run_cli(["benchmark=wash", "measurement=ceiling", "store=lean", "rounds=4", "dry_stop=1"], tmp_path)
     (row, _) = _rows(_export(tmp_path, tmp_path / "out"), "ceiling")
@@ -110,9 +111,9 @@ def test_the_record_names_each_ported_parts_release_and_every_seats_model(record
 
 def test_a_needle_restored_later_still_counts_in_cumulative_fact_loss(tmp_path):
     """The trap: the summary said 90.0 (lost ever) where the per-round table said 70.0 (missing now)."""
-    from washexp.wash import rounds, summary
+    from washexp.wash.measure import rounds, summary
     from washexp.wash.pipeline import Receipt
-    from washexp.wash.stores import load_stores
+    from washexp.wash.store.stores import load_stores
 
     (store,) = load_stores(ROOT / "fixtures" / "wash", "lean")
     expected = json.loads((store.path / "expected.json").read_text(encoding="utf-8"))
@@ -132,3 +133,33 @@ def test_a_needle_restored_later_still_counts_in_cumulative_fact_loss(tmp_path):
     assert result.metrics["fact_loss_pct"] == pytest.approx(100 / total)  # lost at round 1: it counts
     assert result.metrics["missing_now_pct"] == 0.0
     assert result.series["round_fact_loss_cum_pct"] == [pytest.approx(100 / total)] * 2
+
+
+def test_an_artifact_a_run_never_wrote_is_none_and_any_other_failure_raises(tmp_path):
+    """The record reads each run's JSON through ``tracking.reader.json_artifact``: a file the run
+    never wrote (a failed run's) is None, shown as n/a; a store that cannot be read, or a file that
+    is not JSON, raises naming the run. It once caught every exception as "never written", so a
+    broken store gave a record with its figures quietly missing."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from washexp.errors import WashexpError
+    from washexp.tracking.reader import json_artifact
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("wash", artifact_location=(tmp_path / "mlruns").as_uri())
+    run = client.create_run(exp).info.run_id
+    client.log_text(run, json.dumps({"kept": 3}), "rounds.json")
+    client.log_text(run, "{not json", "leaks.json")
+    mlflow.set_tracking_uri(uri)
+    assert json_artifact(uri, run, "rounds.json") == {"kept": 3}
+    assert json_artifact(uri, run, "sessions.json") is None  # never written
+    with pytest.raises(WashexpError, match=f"run {run}: artifact leaks.json is not JSON"):
+        json_artifact(uri, run, "leaks.json")
+    folder = tmp_path / "mlruns" / run / "artifacts" / "muscle.json"  # a folder where the file should be
+    folder.mkdir()
+    (folder / "x").write_text("{}")
+    with pytest.raises(WashexpError, match=f"run {run}: artifact muscle.json cannot be read"):
+        json_artifact(uri, run, "muscle.json")
+    # (a damaged store raises too, after MLflow's own ~100 s of retries: not waited for here)

@@ -18,11 +18,12 @@ from tests.conftest import ROOT, run_cli
 from tests.wash_model_server import WashScript, serve
 from washexp.models.openai_client import OpenAIModel
 from washexp.models.recorder import Recorder
-from washexp.wash import gauge, pipeline
-from washexp.wash.files import read_md
-from washexp.wash.operators import make_operator
+from washexp.wash import pipeline
+from washexp.wash.coalwash import gauge
+from washexp.wash.coalwash.files import read_md
+from washexp.wash.coalwash.operators import make_operator
 from washexp.wash.plan import PlanItem
-from washexp.wash.stores import load_stores
+from washexp.wash.store.stores import load_stores
 from washexp.wash.washer import target_of
 from washexp.wash.washers import make_washer
 from washexp.wash.washers.model import WasherModel
@@ -251,6 +252,7 @@ def test_coalwash_sweep_then_a_strict_replay_with_no_server(tmp_path):
     assert seats == {f"coalwash: {kind}": MODEL for kind in sorted({r["kind"] for r in script.requests})}
 
 
+@pytest.mark.slow
 def test_plain_sweep_runs_with_the_gates_off(tmp_path):
     script = WashScript(fat=SUPERSEDED_FAT, lossy=("double-posted",))
     with serve(script) as url:

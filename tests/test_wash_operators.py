@@ -7,7 +7,7 @@ import io
 import pytest
 
 from washexp.errors import ConfigError
-from washexp.wash.operators import (
+from washexp.wash.coalwash.operators import (
     OPERATORS,
     ApproveAll,
     ApproveNone,

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from tests.test_wash_pipeline import OFF, PlanWasher, delete, md_bytes, write_store
-from washexp.wash import cli_wash
-from washexp.wash.apply import ApplyError, apply_plan, digests
-from washexp.wash.operators import ApproveAll
-from washexp.wash.pin_screen import PinnedPlan
-from washexp.wash.pins import PIN_READ_BYTES
+from washexp.wash.cli import wash as cli_wash
+from washexp.wash.coalwash.operators import ApproveAll
+from washexp.wash.coalwash.pin_screen import PinnedPlan
+from washexp.wash.coalwash.pins import PIN_READ_BYTES
 from washexp.wash.pipeline import wash
 from washexp.wash.plan import Plan, PlanItem
+from washexp.wash.store.apply import ApplyError, apply_plan, digests
 
 INDEX = "# Memory\n\n- [[rules]] — house rules\n- [[notes]] — notes\n- [[old]] — old\n"
 RULES = "---\nname: rules\npinned: true\n---\n# Rules\n\n- Never rebase a shared branch.\n- Tag v4.2.0 on 2026-05-01.\n"
@@ -124,7 +124,7 @@ def test_an_untouched_file_that_is_not_utf8_does_not_stop_the_plan(tmp_path):
 
 # ---- screen() in memory: the two views of a file, line-range merge pairs, what passes through
 
-from washexp.wash.pin_screen import screen  # noqa: E402
+from washexp.wash.coalwash.pin_screen import screen  # noqa: E402
 
 PINNED = "---\npinned: true\n---\nbody\n"
 OPEN_BLOCK = "---\ntitle: x\nline two\r\nline three\r\nline four\n"  # never closes: an incapacity pin

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from washexp.wash.pins import PIN_READ_BYTES, is_pinned, pin_verdict
+from washexp.wash.coalwash.pins import PIN_READ_BYTES, is_pinned, pin_verdict
 
 
 def fm(inner: str, nl: str = "\n") -> str:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from washexp.wash.apply import apply_plan, digests
-from washexp.wash.files import read_md
+from washexp.wash.coalwash.files import read_md
+from washexp.wash.coalwash.quick import quick_plan
 from washexp.wash.plan import apply_to_texts
-from washexp.wash.quick import quick_plan
+from washexp.wash.store.apply import apply_plan, digests
 
 # An index in the [Title](file.md) style with trailing spaces, an entry for a file that was
 # removed, no entry for qa-linter.md, and a dead wikilink in its prose.

@@ -1,8 +1,8 @@
-"""Controlled recall's census and its JSON (``washexp.wash.recall``): fast unit tests."""
+"""Controlled recall's census and its JSON (``washexp.wash.coalwash.recall``): fast unit tests."""
 
 from __future__ import annotations
 
-from washexp.wash.recall import census, recall_of
+from washexp.wash.coalwash.recall import census, recall_of
 
 
 def test_values_on_neighbouring_lines_are_each_counted_once():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from washexp.wash import cli_recall
+from washexp.wash.cli import recall as cli_recall
 
 BEFORE = "See [[alpha]] and [[beta]]; v2.31.0 shipped 2026-05-14 at 43%.\nAgain [[alpha]].\n"
 AFTER = "See [[alpha]]; v2.31.0 shipped.\n"

@@ -17,7 +17,7 @@ import pytest
 
 from washexp.needles import norm
 from washexp.tokens import caliper_estimate
-from washexp.wash.score import (
+from washexp.wash.coalwash.score import (
     js_number_str,
     js_to_number,
     main,

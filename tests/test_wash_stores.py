@@ -12,8 +12,8 @@ import pytest
 
 from washexp.errors import ConfigError, FixtureError
 from washexp.needles import norm
-from washexp.wash.files import joined, read_md
-from washexp.wash.stores import FAT_CLASSES, load_store, load_stores
+from washexp.wash.coalwash.files import joined, read_md
+from washexp.wash.store.stores import FAT_CLASSES, load_store, load_stores
 
 ROOT = Path(__file__).resolve().parent.parent
 STORES = ROOT / "fixtures" / "wash"

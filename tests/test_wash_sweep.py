@@ -29,7 +29,7 @@ def _fixtures_digest() -> str:
 def sweep(tmp_path_factory):
     store = tmp_path_factory.mktemp("wash")
     before = _fixtures_digest()
-    run_cli(SWEEP, store)
+    run_cli(SWEEP, store, premade=True)
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     exp = client.get_experiment_by_name("wash")
     return store, client, client.search_runs([exp.experiment_id], max_results=5000), before

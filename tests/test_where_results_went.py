@@ -37,7 +37,7 @@ def _closing(stdout: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def two_sweeps(tmp_path_factory):
     store = tmp_path_factory.mktemp("closing")
-    first = run_cli([*ARMS, f"hydra.sweep.dir={store / 'one'}"], store)
+    first = run_cli([*ARMS, f"hydra.sweep.dir={store / 'one'}"], store, premade=True)
     second = run_cli([*ARMS, "rerun=true", f"hydra.sweep.dir={store / 'two'}"], store)
     again = run_cli([*ARMS, f"hydra.sweep.dir={store / 'three'}"], store)
     return store, _closing(first.stdout), _closing(second.stdout), again.stdout
@@ -123,7 +123,8 @@ def test_help_is_washexps_own(store):
     out = run_cli(["--help"], store)
     assert "powered by Hydra" not in out.stdout and "local_schema" not in out.stdout
     assert "topn=0..5 is 0,1,2,3,4,5" in out.stdout
-    assert re.search(r"^  method .*\n\s+full \| H \| none \| plugin \| S$", out.stdout, re.M)
+    options = r"full \| H \| hybrid \| mask \| none \| plugin \| recency \| S"
+    assert re.search(rf"^  method .*\n\s+{options}$", out.stdout, re.M)
     assert "python run.py -m method=S,H topn=0..5" in out.stdout
 
 
@@ -134,6 +135,7 @@ def test_a_password_in_a_store_uri_is_never_printed():
     assert shown("sqlite:////tmp/x/mlflow.db") == "sqlite:////tmp/x/mlflow.db"
 
 
+@pytest.mark.slow
 def test_from_another_folder_outputs_land_in_the_project_and_each_printed_command_runs(tmp_path):
     """The user stands outside the project: the sweep's folder is the project's own, and each
     printed command (``washexp -C <project> ...``) exits 0 pasted as printed, from where they stand."""

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from washexp.config import SHORT_KEYS, SHORT_PREFIXES, register
+from washexp.config import SHORT_KEYS, SHORT_PREFIXES, Config, register
 from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
 from washexp.inputs import check_config_tree
 from washexp.ledger import closing_lines
@@ -116,9 +116,10 @@ class JobInfo:
 
 def _job_info(root: Path):
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     hc = HydraConfig.get()
-    multirun = hc.mode.name == "MULTIRUN"
+    multirun = hc.mode is RunMode.MULTIRUN
     sweep_dir = hc.sweep.dir if multirun else hc.run.dir
     return JobInfo(
         overrides=hc.job.override_dirname or "(defaults)",
@@ -137,10 +138,27 @@ def _run_job(cfg, sweep: Sweep) -> None:
         return  # the sweep's endpoint failed in an earlier job: every job would wait and fail alike
     with _settled(sweep):
         check_known_keys(cfg)
+        check_family(cfg)
         config = OmegaConf.to_object(cfg)
+        assert isinstance(config, Config)  # the tree is washexp_schema's (washexp.config.register)
         declare(config.endpoint.api_key_env)  # its value is masked, and kept from a command washer
         _check_tracking_server(config.tracking, sweep)
         JOBS.get(config.benchmark.name)(config, _job_info(sweep.root), sweep)
+
+
+FAMILY_NODES = ("compaction", "wash")
+
+
+def check_family(cfg) -> None:
+    """An option of the other family (``measurement=cycles`` under ``benchmark=wash``: the
+    ``measurement`` group holds both families' options, each filling its own node) is a usage
+    error naming it, before the half-filled node fails to compose."""
+    mine = cfg.benchmark.name
+    for other in FAMILY_NODES:
+        node = cfg.get(other)
+        if other != mine and node is not None and "measurement" in node:
+            name = node.measurement.get("name")
+            raise ConfigError(f"measurement={name} is the {other} benchmark's (benchmark={other}), not {mine}'s")
 
 
 def unknown_keys(node, path: str = "") -> list[tuple[str, list[str]]]:
@@ -176,6 +194,15 @@ def check_known_keys(cfg) -> None:
     known = declared + ([*SHORT_KEYS, *(p.rstrip(".") for p in SHORT_PREFIXES)] if "." not in where else [])
     hint = did_you_mean(name, known)
     raise ConfigError(f"{where}: no such config key{hint} (a +key override adds a key nothing reads)")
+
+
+def _flush(sweep: Sweep) -> None:
+    """A worker's runs stored before its job returns: at the worker's exit MLflow's own exit hook
+    (its trace processor's shutdown) runs before ours, and a trace handed over then is dropped."""
+    try:
+        sweep.flush()
+    except WashexpError as err:  # the store failed: the job's one line, reported as the command's
+        sweep.fail(str(err), 1)
 
 
 def _drain(sweep: Sweep) -> None:
@@ -235,8 +262,9 @@ def _check_tracking_server(tracking, sweep: Sweep) -> None:
 def one_line(err: BaseException) -> str:
     """A Hydra/OmegaConf/washexp error as one line a user can act on."""
     parts = [str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__]
-    if getattr(err, "full_key", None):  # OmegaConf knows which key it is about
-        parts.insert(0, err.full_key)
+    key = getattr(err, "full_key", None)
+    if key:  # OmegaConf knows which key it is about
+        parts.insert(0, key)
     cause = err.__cause__
     if cause is not None and str(cause).strip():
         parts.append(str(cause).strip().splitlines()[0])
@@ -301,8 +329,9 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
     def job(cfg) -> None:
         here = sweep.here()  # in a parallel launcher's worker, that worker's own sweep
         _run_job(cfg, here)
-        if here is not sweep:  # a worker ends its arm before it reports
+        if here is not sweep:  # a worker ends its arm and stores its runs before it reports
             _drain(here)
+            _flush(here)
             here.report()
 
     watch_stops()

@@ -78,6 +78,11 @@ def _parser(root: Path) -> argparse.ArgumentParser:
         action="store_true",
         help="replace a record of the same name (default: keep it, and write this one as <name>-2, ...)",
     )
+    e.add_argument(
+        "--bundle",
+        action="store_true",
+        help="also write <name>.bundle/ beside each record: its runs and artifacts, for washexp verify",
+    )
 
     allow = argparse.ArgumentParser(add_help=False)
     allow.add_argument(
@@ -132,6 +137,7 @@ def export(args: argparse.Namespace) -> int:
         date=args.date,
         out=args.out,
         overwrite=args.overwrite,
+        bundle=args.bundle,
     )
     for written in run_export(options):
         for stem in written.taken:
@@ -215,17 +221,19 @@ def _serve(uri: str, host: str, port: int, artifacts: Path | None, describe, all
 
 
 PASSTHROUGH = {
-    "score": "washexp.wash.score:main",
-    "caliper": "washexp.wash.caliper:main",
-    "feed": "washexp.wash.feed:main",
-    "gate": "washexp.wash.gate:main",
-    "recall": "washexp.wash.cli_recall:main",
+    "score": "washexp.wash.coalwash.score:main",
+    "caliper": "washexp.wash.coalwash.caliper:main",
+    "feed": "washexp.wash.store.feed:main",
+    "gate": "washexp.wash.coalwash.gate:main",
+    "recall": "washexp.wash.cli.recall:main",
     "compare": "washexp.compare:main",
-    "wash": "washexp.wash.cli_wash:main",
+    "verify": "washexp.verify:main",
+    "wash": "washexp.wash.cli.wash:main",
 }
 """Commands that parse their own arguments (``score`` keeps score.mjs's flags and exit codes)."""
 PASSTHROUGH_HELP = {
     "compare": "regressions between two sweeps or records: exit 1 when B is worse",
+    "verify": "recompute a record from its bundle (or the store): exit 1 naming what differs",
     "score": "score a washed memory store against its fixture (CoalWash's score.mjs, its exit codes)",
     "wash": "wash one memory store from the shell, behind its gates",
     "caliper": "what a memory store costs a session, and whether a wash is due",

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from washexp.errors import ConfigError, WashexpError
 
@@ -181,15 +181,22 @@ def compare(a: dict, b: dict, allow_subset: bool = False) -> Findings:
 
     if a.get("topic") != b.get("topic"):
         raise ConfigError(f"A is a {a.get('topic')} record and B a {b.get('topic')} record: compare like with like")
+    for side, record in (("A", a), ("B", b)):
+        provenance = record.get("provenance")
+        if isinstance(provenance, dict) and provenance.get("measurement") == "cycles":
+            raise ConfigError(
+                f"{side}: a cycles record: compare gates the compaction study's and wash records"
+                " (a survival curve is read in its record: docs/guide/cycles.md)"
+            )
     return COMPARERS.get(a["topic"])(a, b, allow_subset)
 
 
-def _parser(root: Path | None) -> argparse.ArgumentParser:
+def _parser(root: Path | None) -> _Parser:
     # "no mutate" marks text a reader sees in --help only (docs/mutation.md); names, actions,
     # types and defaults are behaviour and stay mutated
     from washexp.tracking import default_uri
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="washexp compare",
         description=__doc__.replace("``", ""),  # pragma: no mutate (the module doc, as plain text)
         formatter_class=argparse.RawDescriptionHelpFormatter,  # pragma: no mutate
@@ -248,6 +255,11 @@ class _Usage(Exception):
     pass
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2: main prints it
+        raise _Usage(message)
+
+
 def main(argv: list[str]) -> int:
     from washexp.project import find_root
 
@@ -256,7 +268,6 @@ def main(argv: list[str]) -> int:
     except WashexpError:
         root = None  # two record files compare anywhere
     parser = _parser(root)
-    parser.error = lambda message: (_ for _ in ()).throw(_Usage(message))  # one line, exit 2
     try:
         args = parser.parse_args(argv)
         if args.a == args.b and args.a.startswith(MODEL):

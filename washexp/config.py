@@ -10,7 +10,13 @@ Three shared nodes and one node per family:
 - ``tracking``: where results go: never part of an identity;
 - ``compaction`` / ``wash``: each family's own settings, filled only when ``benchmark`` names that
   family (its ``conf/benchmark/<name>.yaml`` brings the defaults), so a job carries no other
-  family's keys. :func:`identity` is the one place that decides what enters an identity.
+  family's keys.
+
+What is *not* identity is declared once, here: :data:`NOT_IDENTITY` (never enters), :data:`BY_CONTENT`
+(a path: the content's digest enters instead), :data:`WHERE_USED` (enters only where the component
+that reads it runs) and :data:`AT_DEFAULT` (left out at its default, so older identities hold). Every
+other leaf of the composed config enters (``tests/test_identity_leaves.py`` changes each one); Hydra's
+``override_dirname.exclude_keys`` and the public config derive from the same declaration.
 """
 
 from __future__ import annotations
@@ -144,6 +150,26 @@ class MethodConfig:
     h_impl: str = "native"
     """For H: ``native`` (the study's H: washexp's implementation of the ``tail_mode=legacy``
     protocol; every backend's default) or ``hermes`` (hermes-agent as installed, labelled so)."""
+    M: int | None = None
+    """``mask`` and ``hybrid``: the latest tool outputs kept verbatim (unset: 10)."""
+    K: int | None = None
+    """``recency``: the last turns kept verbatim (unset: 10)."""
+    budget: int | None = None
+    """``hybrid``: the input tokens over which the masked context gives way to S (unset: 4000)."""
+
+
+@dataclass
+class CompactionMeasurementConfig:
+    """The compaction benchmark's ``measurement`` option (``conf/measurement/single.yaml``,
+    ``cycles.yaml``: ``# @package compaction.measurement``, beside wash's ``wash.measurement``)."""
+
+    name: str = "single"
+    """``single`` (one compaction of the whole trajectory: the study) or ``cycles`` (repeated
+    compaction, ``washexp.compaction.cycles``)."""
+    k: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
+    """Cycles: the segment counts a trajectory is split into, each a condition of its own."""
+    split: str = "turns"
+    """Cycles: how a trajectory is split (``turns``: contiguous turns, as equal in number as they go)."""
 
 
 @dataclass
@@ -152,17 +178,21 @@ class CompactionConfig:
     """The ``method`` option (``conf/method/``)."""
     topn: int = 0
     """Jev Top-N evidence units fused with the summary (0 = summary only)."""
+    ranker: str = "jev"
+    """What ranks the Top-N units: ``jev`` (the model's ranking role) or ``bm25`` (model-free)."""
     task: Any = "all"
     """One task id, a list of ids, or ``all``."""
     phase: str = "final"
     """``final`` or ``preflight`` (a format preflight: kept, never counted in final metrics)."""
+    measurement: CompactionMeasurementConfig = field(default_factory=CompactionMeasurementConfig)
+    """The ``measurement`` option: ``single`` (the default) or ``cycles``."""
 
 
 @dataclass
 class MeasurementConfig:
     name: str = MISSING
     """``ceiling``, ``infinity`` or ``sawtooth`` (the seed's three measurements), ``controlled`` or
-    ``chain`` (CoalWash's equal-size fidelity and chain studies; ``washexp.wash.fidelity``)."""
+    ``chain`` (CoalWash's equal-size fidelity and chain studies; ``washexp.wash.measure.fidelity``)."""
     rounds: int = 8
     """Full-tier rounds per store (ceiling, infinity)."""
     dry_stop: int = 0
@@ -237,6 +267,7 @@ class Config:
 
 SHORT_KEYS = {
     "topn": "compaction.topn",
+    "ranker": "compaction.ranker",
     "task": "compaction.task",
     "phase": "compaction.phase",
     "store": "wash.store",
@@ -254,10 +285,78 @@ SHORT_PREFIXES = {
     "washer.": "wash.washer.",
     "gauge.": "wash.gauge.",
     "measurement.": "wash.measurement.",
+    "cycles.": "compaction.measurement.",
     "controlled.": "wash.measurement.",
     "chain.": "wash.measurement.",
 }
 """``method.h_impl=native`` -> ``compaction.method.h_impl=native``: a group's keys, short too."""
+
+
+NOT_IDENTITY: dict[str, str] = {
+    "rerun": "whether to run again, not what runs",
+    "tracking": "where results go (store, artifacts, experiment, traces)",
+    "endpoint": "how the model is reached (URL, key env, timeouts, retries, concurrency, replay, "
+    "recordings, threads, price, budget)",
+}
+"""Config subtrees (a path and every leaf under it) that never enter a condition's identity."""
+NOT_PUBLISHED = ("tracking",)
+"""Of :data:`NOT_IDENTITY`, what a run's ``config.yaml`` artifact leaves out (where results go is
+not what they are); the endpoint stays, its URL without credentials."""
+BY_CONTENT: dict[str, str] = {
+    "benchmark.fixtures": "a folder: each task's (store's) id and content sha256 enter",
+    "wash.store": "a name or a path: each store's content sha256 enters, never its path",
+    "wash.feed": "a name or a path: the feed's content sha256 enters (sawtooth), never its path",
+}
+"""Paths that never enter as text: the content they name does, so a store by name and by path are
+one condition."""
+WHERE_USED: dict[str, str] = {
+    "compaction.topn": "not for Full, which fuses no units",
+    "compaction.method.target": "a plugin's: its spec (target, args, package, version, module sha256)",
+    "compaction.method.args": "a plugin's: its spec (target, args, package, version, module sha256)",
+    "compaction.method.h_impl": "H's: an H arm's h_impl",
+    "compaction.method.M": "mask's and hybrid's: the tool outputs kept",
+    "compaction.method.K": "recency's: the turns kept",
+    "compaction.method.budget": "hybrid's: the tokens over which S takes over",
+    "compaction.ranker": "an arm that fuses units (Top N > 0): Top 0 ranks nothing",
+    "model.repeats": "compaction with a reader: the answering step's repeats",
+    "model.answers_per_context": "compaction with a reader (without one, e.g. the reference backend: 0)",
+    "compaction.measurement.k": "cycles': each condition's k",
+    "compaction.measurement.split": "cycles': the split rule",
+    "wash.feed": "sawtooth's",
+    "wash.store": "not sawtooth's",
+    "wash.measurement.sessions": "sawtooth's",
+    "wash.measurement.target_pct": "controlled's (wash/measure/fidelity.py OWN_KEYS)",
+    "wash.measurement.repeats": "controlled's (wash/measure/fidelity.py OWN_KEYS)",
+    "wash.measurement.passes": "chain's (wash/measure/fidelity.py OWN_KEYS)",
+    "wash.measurement.pass_keep_pct": "chain's (wash/measure/fidelity.py OWN_KEYS)",
+}
+"""Leaves that enter only where the component that reads them runs (its spec then holds them)."""
+AT_DEFAULT: dict[str, Any] = {"model.repeats": 1, "model.structured_output": "off"}
+"""Left out of the identity at these values: conditions from before the key keep their identity."""
+
+
+def not_identity(path: str) -> bool:
+    """``path`` (dotted) is declared never to enter an identity: it is, or lies under, a
+    :data:`NOT_IDENTITY` entry."""
+    return any(path == key or path.startswith(f"{key}.") for key in NOT_IDENTITY)
+
+
+def leaves(node: Any, prefix: str = "") -> dict[str, Any]:
+    """Every leaf of a config (a dataclass, mapping or list container) by dotted path; an empty
+    mapping is a leaf of its own."""
+    data = asdict(node) if hasattr(node, "__dataclass_fields__") else node
+    if isinstance(data, dict) and data:
+        return {k: v for key, value in data.items() for k, v in leaves(value, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): data}
+
+
+def override_excludes() -> list[str]:
+    """Hydra's ``override_dirname.exclude_keys`` (``conf/config.yaml``): the override keys of
+    :data:`NOT_IDENTITY`, its groups and every leaf of the schema under them, so a job's name
+    (``washexp.overrides``) holds only what changes a result. A test holds the YAML to this."""
+    schema = leaves(Config(benchmark=BenchmarkConfig("", ""), model=ModelConfig(), tracking=TrackingConfig()))
+    out = [key for key in NOT_IDENTITY if key not in schema]  # a group (``tracking=server``) is a key too
+    return out + [path for path in schema if not_identity(path)]
 
 
 @dataclass(frozen=True)
@@ -278,7 +377,7 @@ def identify(cfg: Config, family: dict[str, Any], code: str, model: dict[str, An
     are the same values: the model's fields (its name as ``model``), the family's, and ``code``
     (a None is left out: Full's top-N)."""
     model = asdict(cfg.model) if model is None else model
-    defaults = {"repeats": 1, "structured_output": "off"}  # keep the identity conditions had before them
+    defaults = {k.removeprefix("model."): v for k, v in AT_DEFAULT.items()}
     model = {k: v for k, v in model.items() if k not in defaults or v != defaults[k]}
     spec = {"benchmark": cfg.benchmark.name, "model": model, cfg.benchmark.name: family, "code": code}
     params = {"model": model["name"], **{k: v for k, v in model.items() if k != "name"}, **family, "code": code}

@@ -43,5 +43,6 @@ class PrepareStore(Callback):
             open_tracker(True, t.uri, t.artifacts, t.experiment or config.benchmark.name, project_root(config)).close()
         except WashexpError:  # an empty, damaged or read-only store: each job says so in its one line
             return
-        except Exception as err:  # the jobs open it themselves and report the failure as they always do
+        except (OSError, LookupError) as err:  # a folder it cannot make, no primary config source: the jobs
+            # open the store themselves and report the failure as they always do; anything else is a bug
             log.warning("could not prepare the tracking store before the jobs: %s", str(err).splitlines()[0])

@@ -33,15 +33,17 @@ class Entry:
     run: int
     reused: int
     failed: int
+    comparable: bool = True
+    """``washexp compare`` takes its sweep (the closing lines say so only then)."""
 
     @classmethod
-    def of(cls, sweep: str, benchmark: str, tracking, units: int, outcome) -> Entry:
+    def of(cls, sweep: str, benchmark: str, tracking, units: int, outcome, comparable: bool = True) -> Entry:
         """From the job's ``TrackingConfig`` and a ``runner.GroupOutcome`` (a group finished
         already is all reused)."""
         n = outcome.counts
         run, reused, failed = (0, units, 0) if outcome.reused else (n["run"], n["reused"], n["failed"])
         experiment = tracking.experiment or benchmark
-        return cls(sweep, benchmark, experiment, tracking.enabled, tracking.uri, units, run, reused, failed)
+        return cls(sweep, benchmark, experiment, tracking.enabled, tracking.uri, units, run, reused, failed, comparable)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -83,7 +85,8 @@ def closing_lines(entries: list[Entry], root: Path) -> list[str]:
         opts = "" if experiment == "compaction" else f" --experiment {experiment}"
         opts += "" if uri is None else f" --tracking-uri {shown(uri)}"
         lines.append(f"  records:  {washexp} export --sweep {sweep}{opts}")
-        lines.append(f"  compare:  {washexp} compare {sweep} <another sweep id>{opts}")
+        if all(e.comparable for e in es):
+            lines.append(f"  compare:  {washexp} compare {sweep} <another sweep id>{opts}")
         lines.append(f"  browse:   {browse(uri, benchmark, experiment, root)}")
     return lines
 
@@ -105,12 +108,12 @@ def browse(uri: str | None, benchmark: str, experiment: str, root: Path) -> str:
     and the URL it will serve (the experiment's view is saved here, so the URL opens on it)."""
     from washexp.tracking.views import runs_url, save_view
 
-    served = uri is not None and uri.startswith(("http://", "https://"))
+    served = uri if uri is not None and uri.startswith(("http://", "https://")) else None
     exp_id = save_view(uri or default_uri(root), experiment, benchmark)
     if exp_id is None:
         return f"no experiment {experiment!r} in the store yet"
     if served:
-        return runs_url(shown(uri), exp_id)
+        return runs_url(shown(served), exp_id)
     ui = f"{command(root)} ui" + ("" if uri is None else f" --tracking-uri {shown(uri)}")
     opts = "" if experiment == "compaction" else f" --experiment {experiment}"
     return f"{ui}{opts}   (then {runs_url(UI_BASE, exp_id)})"

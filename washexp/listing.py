@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-TOP_KINDS = ("arm", "measurement")
+TOP_KINDS = ("arm", "measurement", "cycles")
 """The ``washexp.kind`` of a sweep's top-level runs (the rest hang under them)."""
 
 

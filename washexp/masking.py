@@ -21,8 +21,9 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 MASK = "***"
 MIN_LEN = 8
@@ -72,9 +73,14 @@ def clean_env(env: Mapping[str, str], allowed: Iterable[str] = ()) -> dict[str, 
 # -- writers that are not ours: logging and the standard streams ------------------------------
 
 
-def _masking_factory(previous):
-    def make(*args, **kwargs) -> logging.LogRecord:
-        record = previous(*args, **kwargs)
+class _MaskingFactory:
+    """A log record factory that masks what ``previous`` makes (a class: installed once is known)."""
+
+    def __init__(self, previous: Callable[..., logging.LogRecord]) -> None:
+        self.previous = previous
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = self.previous(*args, **kwargs)
         if not secret_values():
             return record
         try:
@@ -87,15 +93,12 @@ def _masking_factory(previous):
             record.stack_info = mask(record.stack_info)
         return record
 
-    make.washexp_masking = True
-    return make
-
 
 def mask_logging() -> None:
     """Every log record's message and traceback masked, whichever handler writes it (once)."""
     factory = logging.getLogRecordFactory()
-    if not getattr(factory, "washexp_masking", False):
-        logging.setLogRecordFactory(_masking_factory(factory))
+    if not isinstance(factory, _MaskingFactory):
+        logging.setLogRecordFactory(_MaskingFactory(factory))
 
 
 class _Guarded:

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 from omegaconf import OmegaConf
 
+from washexp.config import NOT_PUBLISHED
 from washexp.hashing import sha256_bytes, tree_digest
 from washexp.models.base import safe_url
 
@@ -70,6 +71,7 @@ def code_digest(entries: tuple[str, ...], data: tuple[str, ...] = ()) -> str:
     files = {
         p.relative_to(PACKAGE.parent).as_posix(): sha256_bytes(p.read_bytes())
         for p in (_module_path(m) for m in code_modules(entries))
+        if p is not None  # always: code_modules names only the modules it found a file for
     }
     files |= files_digest(PACKAGE, data, PACKAGE.parent)
     return tree_digest(files)
@@ -117,10 +119,13 @@ def git_commit(root: Path) -> str | None:
 
 
 def public_config(cfg) -> str:
-    """The resolved config as YAML, as a run artifact: without the tracking settings (where
-    results go is not what they are) and without credentials in the endpoint URL."""
+    """The resolved config as YAML, as a run artifact: without :data:`washexp.config.NOT_PUBLISHED`
+    (the tracking settings: where results go is not what they are) and without credentials in the
+    endpoint URL."""
     data = OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
-    data.pop("tracking", None)
+    assert isinstance(data, dict)  # the run config is a structured config: a mapping
+    for key in NOT_PUBLISHED:
+        data.pop(key, None)
     endpoint = data.get("endpoint") or {}
     if endpoint.get("base_url"):
         endpoint["base_url"] = safe_url(endpoint["base_url"])

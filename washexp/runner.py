@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -67,7 +67,7 @@ class Result:
     """What a computed unit logs."""
 
     metrics: dict[str, float]
-    artifacts: dict[str, str | bytes] = field(default_factory=dict)
+    artifacts: Mapping[str, str | bytes] = field(default_factory=dict)
     tables: dict[str, Any] = field(default_factory=dict)
     manifest: dict[str, dict[str, str]] = field(default_factory=dict)
     """Extra sha256 maps for the manifest (fixture files, source)."""
@@ -328,7 +328,7 @@ def _reuse(group: _Group, child: Work, found) -> None:
 
 def run_group(tracker, parent: Work, children: list[Work], compute, summarize, **options) -> GroupOutcome:
     """:func:`start_group` on a schedule of its own, run to the group's end."""
-    schedule, outcomes = Schedule(), []
+    schedule, outcomes = Schedule(), list[GroupOutcome]()
     try:
         start_group(schedule, tracker, parent, children, compute, summarize, outcomes.append, **options)
         schedule.drain()

@@ -93,6 +93,14 @@ class Sweep:
         """Run what the jobs left running to its end."""
         self.schedule.drain()
 
+    def flush(self) -> None:
+        """Wait until what the jobs handed to a store is stored (``flush`` of each shared value
+        that has one); raise the first failure."""
+        for value in list(self._shared.values()):
+            flush = getattr(value, "flush", None)
+            if flush:
+                flush()
+
     def close(self) -> None:
         """End runs still open (KILLED: the command stopped), then close what the jobs shared
         (servers, pools, the tracker's writes), each even if one before it fails (that failure is
@@ -119,13 +127,14 @@ class Sweep:
         return {"root": self.root, "outbox": self.outbox}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["root"], outbox=state["outbox"], _home=0)
+        Sweep.__init__(self, state["root"], outbox=state["outbox"], _home=0)
 
     def here(self) -> Sweep:
         """The sweep the jobs of this process share: this one in the process that made it, in a
         worker the worker's own (one per shipped sweep, closed when the worker exits)."""
         if self._home == os.getpid():
             return self
+        assert self.outbox is not None  # a shipped sweep carries its outbox (__getstate__)
         with _WORKER_GUARD:
             local = _WORKER_SWEEPS.get(self.outbox)
             if local is None:
@@ -173,7 +182,7 @@ def _new_outbox() -> Path:
         from hydra.core.hydra_config import HydraConfig
 
         base = Path(HydraConfig.get().sweep.dir).resolve()
-    except Exception:  # not inside a Hydra multirun
+    except ValueError:  # "HydraConfig was not set": not inside a Hydra run
         base = Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=".washexp-jobs-", dir=base))

@@ -11,9 +11,9 @@ from washexp.config import SHORT_KEYS
 
 GROUPS = {
     "benchmark": "which family: the compaction study or the wash benchmark",
-    "method": "compaction: how a trajectory is compacted (Full, S, H, none: closed book, your own)",
+    "method": "compaction: how a trajectory is compacted (Full, S, H, mask, recency, hybrid, none, your own)",
     "model": "who plays the roles: offline reference, a served model, a local GGUF",
-    "measurement": "wash: ceiling, infinity-loop fact-loss, sawtooth vs bloat",
+    "measurement": "compaction: single (default), cycles (repeated); wash: ceiling, infinity, sawtooth, ...",
     "washer": "wash: what proposes the cuts",
     "gauge": "wash: when a store is due (and the CoalWash version it follows)",
     "tracking": "where runs go: the project's SQLite store, a tracking server, nowhere",

@@ -58,8 +58,9 @@ def _repeat_spread(out: dict, per_task: dict, cohorts: dict[str, str], repeats: 
     """Between-repeat spread of an arm per cohort: max - min and the population SD of the repeats'
     cohort means, and the mean over tasks of each task's own spread."""
     for cohort in ("primary", "control", "all"):
-        means = [out.get(f"{cohort}/{k}") for k in repeats]
-        if None in means:
+        found = [out.get(f"{cohort}/{k}") for k in repeats]
+        means = [x for x in found if x is not None]
+        if len(means) < len(found):
             continue
         m = sum(means) / len(means)
         out[f"{cohort}/fact_accuracy_repeat_spread"] = max(means) - min(means)

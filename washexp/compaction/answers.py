@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from washexp.compaction.aggregate import mean, task_score
 from washexp.compaction.artifacts import to_json
 from washexp.compaction.fixtures import Task
-from washexp.compaction.grading import grade
+from washexp.compaction.grading import AnswerGrade, grade
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,8 @@ class Graded:
     tables: dict[str, list[dict]]
     keys: list[str]
     """The recordings of the answers."""
+    grades: dict[int, list[AnswerGrade]]
+    """Generation -> its answers' grades, slot by slot (the fact ledger reads them)."""
 
 
 def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1) -> Graded:
@@ -30,6 +32,7 @@ def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1)
     is ``fact_accuracy/r<k>``, and ``fact_accuracy_repeat_spread`` / ``_sd`` say how far the
     repeats differ (max - min, and the population standard deviation). At 1 nothing is added."""
     acc, correct, rows, keys, artifacts = [], [], [], [], {}
+    by_gen: dict[int, list[AnswerGrade]] = {}
     graded = format_failures = 0
     api_tokens: dict[int, float] = {}
     per_repeat: list[list[list[float]]] = [[] for _ in range(repeats)]
@@ -42,6 +45,7 @@ def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1)
             continue
         replies = [future.result() for future in gen.answers]
         grades = [grade(task, reply.text) for reply in replies]
+        by_gen[gen.g] = grades
         graded += len(grades)
         format_failures += sum(gr.format_failure for gr in grades)
         for i, gr in enumerate(grades):
@@ -60,7 +64,7 @@ def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1)
             ]
         counted = [r.prompt_tokens for r in replies if r.prompt_tokens is not None]
         if counted:  # one context, one size: the endpoint's count of its answers' (equal) requests
-            api_tokens[gen.g] = mean(counted)
+            api_tokens[gen.g] = sum(counted) / len(counted)
         keys += [r.key for r in replies if r.key]
         artifacts[f"answers/g{gen.g}.json"] = to_json(
             [
@@ -90,7 +94,7 @@ def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1)
     }
     if repeats > 1:
         metrics |= repeat_metrics([task_score(r) for r in per_repeat])
-    return Graded(metrics, artifacts, {"grades.json": rows}, keys)
+    return Graded(metrics, artifacts, {"grades.json": rows}, keys, by_gen)
 
 
 def repeat_metrics(scores: list[float | None]) -> dict[str, float | None]:

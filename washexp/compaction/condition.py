@@ -11,10 +11,12 @@ plugin's crash); both score 0 and stay in. What the method is comes from the met
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
-from washexp.compaction import budget
+from washexp.compaction import budget, loss
 from washexp.compaction.answers import grade_answers
 from washexp.compaction.artifacts import frozen_artifacts, to_json
+from washexp.compaction.baselines import Baseline
 from washexp.compaction.context import evidence_tokens, full_context, fused_context, protected_tokens
 from washexp.compaction.fixtures import Task
 from washexp.compaction.frozen import FrozenCache
@@ -25,7 +27,7 @@ from washexp.tokens import count
 
 CEILING_TOPN = 5
 """The ceiling is sized so the whole N sweep (up to Top 5) fits."""
-METHOD_ORDER = ("full", "none", "S", "H")
+METHOD_ORDER = ("full", "none", "S", "H", "mask", "recency", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -34,20 +36,23 @@ class Arm:
     """``full``, ``S``, ``H`` or a plugin's name."""
     topn: int | None
     """Jev Top N fused with the summary; None for Full."""
+    ranker: str = "jev"
+    """What ranks the Top-N units: ``jev`` (the model's ranking role) or ``bm25`` (model-free)."""
 
     @property
     def label(self) -> str:
         if self.topn is None:  # Full, the closed book (``none``), a whole plugin
             return "Full" if self.method == "full" else self.method
-        return f"{self.method} top{self.topn}"
+        return f"{self.method} top{self.topn}" + (f" {self.ranker}" if self.ranker != "jev" else "")
 
     @property
     def order(self) -> tuple[int, str, int]:
         """Full first, the closed book next, then S top0..N, then H top0..N, then plugins by name,
         each top0..N."""
-        known = self.method in METHOD_ORDER
-        rank = METHOD_ORDER.index(self.method) if known else len(METHOD_ORDER)
-        return (rank, "" if known else self.method, -1 if self.topn is None else self.topn)
+        kind = self.method.split(" ")[0]  # a baseline's name carries its parameters: ``mask M=10``
+        known = kind in METHOD_ORDER
+        rank = METHOD_ORDER.index(kind) if known else len(METHOD_ORDER)
+        return (rank, self.method if kind != self.method or not known else "", -1 if self.topn is None else self.topn)
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ class Sizes:
     ceiling: int | None
 
 
-def task_sizes(task: Task, cache: FrozenCache, generations: int, full_only: bool = False) -> Sizes:
+def task_sizes(task: Task, cache: FrozenCache, generations: int, full_only: bool = False, ranker: str = "jev") -> Sizes:
     """The allowance comes from source length alone; the ceiling is enlarged to fit the S
     contexts that exist: S + Top 5 of each generation whose S and ranking succeeded, S alone
     where only the ranking failed, nothing from a failed S."""
@@ -73,7 +78,9 @@ def task_sizes(task: Task, cache: FrozenCache, generations: int, full_only: bool
     if full_only:
         return Sizes(evidence, allow, protected, full, None, None)
     n = generations
-    parts = cache.roles.each(lambda i: cache.summary(task, i, allow) if i < n else cache.ranking(task, i - n), 2 * n)
+    parts = cache.roles.each(
+        lambda i: cache.summary(task, i, allow) if i < n else cache.ranking(task, i - n, ranker), 2 * n
+    )
     s_contexts = [
         fused_context(task, s.value, top_n(r.value, CEILING_TOPN) if r.ok else []).input_tokens
         for s, r in zip(parts[:n], parts[n:], strict=True)
@@ -91,10 +98,22 @@ def outcome(
     method = method or builtin(arm.method, impl)
     if method.whole:
         return Outcome(method.context(task))
+    topn = arm.topn or 0
+    if isinstance(method, Baseline):  # its own context, the Top-N units kept verbatim in place
+        keep: list[int] = []
+        if topn:
+            ranking = cache.ranking(task, g, arm.ranker)
+            if not ranking.ok or ranking.value is None:
+                return Outcome(None, ranking.failure, failed="Jev")
+            keep = top_n(ranking.value, topn)
+        built = method.build(cache, task, g, sizes.allowance, keep)
+        if not built.ok or built.value is None:
+            return Outcome(None, built.failure, failed=method.role)
+        return Outcome(built.value[0], None, built.value[1])
     made = method.part(cache, task, g, sizes.allowance)
-    if not made.ok:
+    if not made.ok or made.value is None:
         return Outcome(None, made.failure, failed=method.role)
-    check = None
+    check: dict[str, Any] | None = None
     if not method.checked:  # S is never filtered: whether it shrinks is reported, not enforced
         summary = made.value
     else:
@@ -102,6 +121,7 @@ def outcome(
         if not cp.valid:
             return Outcome(None, cp.failure, cp.last_body, invalid_kind=cp.kind)
         alone = fused_context(task, cp.body, [])
+        assert sizes.ceiling is not None  # only a whole method's sizes have none
         if alone.input_tokens > sizes.ceiling:
             reason = f"{who} input {alone.input_tokens} > ceiling {sizes.ceiling}"
             return Outcome(None, reason, cp.body, invalid_kind="over_ceiling")
@@ -113,11 +133,11 @@ def outcome(
             return Outcome(None, reason, cp.body, check=check, invalid_kind="not_shorter")
         summary = cp.body
     selected: list[int] = []
-    if arm.topn:
-        ranking = cache.ranking(task, g)
-        if not ranking.ok:
+    if topn:
+        ranking = cache.ranking(task, g, arm.ranker)
+        if not ranking.ok or ranking.value is None:
             return Outcome(None, ranking.failure, summary, failed="Jev", check=check)
-        selected = top_n(ranking.value, arm.topn)
+        selected = top_n(ranking.value, topn)
     return Outcome(fused_context(task, summary, selected), None, summary, check=check)
 
 
@@ -126,8 +146,9 @@ class ConditionResult:
     metrics: dict[str, float]
     artifacts: dict[str, str]
     tables: dict[str, list[dict]]
-    """``retention.json`` (one row per generation and field, always) and ``grades.json`` (one
-    row per answer and field, when a reader exists), logged as MLflow tables."""
+    """``retention.json`` (one row per generation and field, always), ``grades.json`` (one
+    row per answer and field, when a reader exists) and ``fact_ledger.json`` (the kept x answered
+    cell of each fact, :mod:`washexp.compaction.loss`), logged as MLflow tables."""
 
 
 def run_condition(
@@ -145,7 +166,8 @@ def run_condition(
     how many times the answering step runs (``model.repeats``)."""
     method = method or builtin(arm.method, h_impl)
     roles = cache.roles
-    sizes = task_sizes(task, cache, generations, full_only=method.whole)
+    # a baseline has no checked body: no ceiling to size, and S only where the hybrid asks for it
+    sizes = task_sizes(task, cache, generations, method.whole or isinstance(method, Baseline), arm.ranker)
     if method.checked:  # the checked bodies of all generations at once
         roles.each(lambda g: method.part(cache, task, g, sizes.allowance), generations)
     gens: list[Generation] = [
@@ -153,7 +175,7 @@ def run_condition(
         for g in range(generations)
     ]
     where = {"task": task.id, "method": arm.method, "topn": arm.topn}
-    parts = _parts(task, method, cache, generations, sizes)
+    parts = _parts(task, arm, method, cache, generations, sizes)
     artifacts = {"sizes.json": to_json(asdict(sizes)), **frozen_artifacts(task, arm, gens, parts, method)}
     failures = {f"g{gen.g}": {"role": gen.outcome.failed, "reason": gen.outcome.invalid} for gen in gens}
     if any(gen.outcome.failed for gen in gens):
@@ -174,12 +196,15 @@ def run_condition(
     }
     metrics = condition_metrics(task, gens, sizes, parts)
     keys = [k for made in (*parts["S"], *parts["Jev"], *parts["H"]) for k in made.keys]
-    if roles.read:
-        graded = grade_answers(task, gens, answers, where, repeats)
+    graded = grade_answers(task, gens, answers, where, repeats) if roles.read else None
+    if graded is not None:
         metrics |= graded.metrics
         artifacts |= graded.artifacts
         tables |= graded.tables
         keys += graded.keys
+    facts = loss.ledger(where, gens, graded.grades if graded else None, answers * repeats, answers)
+    tables[loss.LEDGER_TABLE] = [row._asdict() for row in facts]
+    metrics |= loss.metrics(facts)
     if roles.recording:
         for key in dict.fromkeys(keys):
             text = roles.recording(key)
@@ -188,13 +213,15 @@ def run_condition(
     return ConditionResult({k: v for k, v in metrics.items() if v is not None}, artifacts, tables)
 
 
-def _parts(task: Task, method: Method, cache: FrozenCache, n: int, sizes: Sizes) -> dict[str, list]:
+def _parts(task: Task, arm: Arm, method: Method, cache: FrozenCache, n: int, sizes: Sizes) -> dict[str, list]:
     """The frozen parts behind a condition (already made: sizing and the outcomes made them).
-    ``H``: a checked method's bodies (H's, or a plugin's)."""
+    ``H``: a checked method's bodies (H's, or a plugin's). A baseline: its ranking (Top N > 0) only."""
     if method.whole:
         return {"S": [], "Jev": [], "H": []}
+    if isinstance(method, Baseline):
+        return {"S": [], "Jev": [cache.ranking(task, g, arm.ranker) for g in range(n)] if arm.topn else [], "H": []}
     return {
         "S": [cache.summary(task, g, sizes.allowance) for g in range(n)],
-        "Jev": [cache.ranking(task, g) for g in range(n)],
+        "Jev": [cache.ranking(task, g, arm.ranker) for g in range(n)],
         "H": [method.part(cache, task, g, sizes.allowance) for g in range(n)] if method.checked else [],
     }

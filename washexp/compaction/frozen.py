@@ -22,10 +22,13 @@ from washexp.compaction import h_hermes, h_native
 from washexp.compaction.checkpoint import Checkpoint
 from washexp.compaction.context import to_wire
 from washexp.compaction.fixtures import Task
-from washexp.compaction.roles import RankJob, ReplyError, Roles, SummaryJob
+from washexp.compaction.reference import bm25_scores
+from washexp.compaction.roles import Ranking, RankJob, ReplyError, Roles, SummaryJob
 from washexp.errors import ConfigError
 
 H_IMPLS = ("native", "hermes")
+RANKERS = ("jev", "bm25")
+"""What ranks the Top-N units (``ranker=``): the model's Jev role, or model-free BM25."""
 T = TypeVar("T")
 
 
@@ -93,12 +96,20 @@ class FrozenCache:
         def make() -> Made[str]:
             job = SummaryJob(task.id, task.query, task.units, allowance, generation)
             reply = _made("S", lambda: self.roles.summarize(job), lambda r: (r.key,) if r.key else ())
-            return Made(reply.value.text.strip(), None, reply.keys) if reply.ok else reply
+            if not reply.ok or reply.value is None:
+                return Made(None, reply.failure, reply.keys)
+            return Made(reply.value.text.strip(), None, reply.keys)
 
         return self.once(("S", task.digest, generation, allowance), make)
 
-    def ranking(self, task: Task, generation: int) -> Made[list[float]]:
-        def rank() -> list[float]:
+    def ranking(self, task: Task, generation: int, ranker: str = "jev") -> Made[list[float]]:
+        """The unit scores of one generation: Jev's (the rank role) or ``bm25``'s (model-free, the
+        same for every generation and backend; it sees the task's query and units only)."""
+        if ranker == "bm25":
+            job = RankJob(task.id, task.query, task.units, 0)
+            return self.once(("bm25", task.digest), lambda: Made(bm25_scores(job)))
+
+        def rank() -> Ranking:
             ranking = self.roles.rank(RankJob(task.id, task.query, task.units, generation))
             if len(ranking.scores) != len(task.units):
                 raise ReplyError(
@@ -108,7 +119,9 @@ class FrozenCache:
 
         def make() -> Made[list[float]]:
             made = _made("Jev", rank, lambda r: (r.key,) if r.key else ())
-            return Made(made.value.scores, None, made.keys) if made.ok else made
+            if not made.ok or made.value is None:
+                return Made(None, made.failure, made.keys)
+            return Made(made.value.scores, None, made.keys)
 
         return self.once(("Jev", task.digest, generation), make)
 
@@ -119,6 +132,7 @@ class FrozenCache:
         def write() -> Checkpoint:
             if impl == "hermes":
                 turns = [to_wire(m) for m in task.history]
+                assert self.roles.hermes_checkpoint is not None  # h_impl_for refused hermes without it
                 return self.roles.hermes_checkpoint(task.id, generation, turns, task.query, allowance)
             writer = self.roles.checkpoint_writer(task.id, generation)
             return h_native.generate_checkpoint(list(task.history), task.query, allowance, writer)

@@ -68,7 +68,7 @@ def generation(task: Task, out: Outcome, g: int, roles: Roles, answers: int, rep
         else {f: list(n) for f, n in task.needles.items()}
     )
     gen = Generation(g, out, missing)
-    if roles.read and gen.valid:
+    if roles.read and out.context is not None:  # gen.valid
         jobs = [
             ReadJob(task.id, out.context.messages, g, a, r, tuple(task.fields))
             for r in range(repeats)
@@ -97,7 +97,8 @@ def _h_body(cp) -> str | None:
 
 
 def condition_metrics(task: Task, gens: list[Generation], sizes, parts: dict[str, list]) -> dict[str, Any]:
-    tokens = [gen.outcome.context.input_tokens for gen in gens if gen.valid]
+    contexts = [gen.outcome.context for gen in gens if gen.outcome.context is not None]  # the valid ones
+    tokens = [c.input_tokens for c in contexts]
     full = sizes.full_input_tokens
     failed = [gen.outcome.failed for gen in gens if gen.outcome.failed]
     checks = [gen.outcome.check["source"] for gen in gens if gen.outcome.check]
@@ -113,7 +114,7 @@ def condition_metrics(task: Task, gens: list[Generation], sizes, parts: dict[str
         "input_tokens_total": float(sum(tokens)),
         "contexts_shortened": float(sum(t < full for t in tokens)),
         "reduction_pct": mean(100.0 * (full - t) / full for t in tokens),
-        "units_kept": mean(len(gen.outcome.context.units) for gen in gens if gen.valid),
+        "units_kept": mean(len(c.units) for c in contexts),
         "units_total": float(len(task.units)),
         "summary_tokens": mean(count(gen.outcome.summary) for gen in gens if gen.outcome.summary is not None),
         "allowance": float(sizes.allowance),

@@ -41,6 +41,7 @@ import importlib.util
 import threading
 from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 
 from washexp.compaction import checkpoint, h_native
 from washexp.compaction.checkpoint import Checkpoint
@@ -84,21 +85,26 @@ def protocol() -> str:
     return f"hermes-agent=={version()} as installed, ContextCompressor._generate_summary (study budget)"
 
 
+class _Routed:
+    """Hermes' ``call_llm``, sent to the calling thread's route while a study compressor runs
+    (a class, so an installed one is known)."""
+
+    def __init__(self, original: Callable[..., Any]) -> None:
+        self.original = original
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        route = getattr(_route, "fn", None)
+        return route(**kwargs) if route else self.original(*args, **kwargs)
+
+
 def _install() -> None:
     """Route ``call_llm`` in Hermes' compressor module through the calling thread's route."""
     import agent.context_compressor as cc
 
     with _install_lock:
-        if getattr(cc.call_llm, "_washexp_route", False):
+        if isinstance(cc.call_llm, _Routed):
             return
-        original = cc.call_llm
-
-        def call_llm(*args, **kwargs):
-            route = getattr(_route, "fn", None)
-            return route(**kwargs) if route else original(*args, **kwargs)
-
-        call_llm._washexp_route = True
-        cc.call_llm = call_llm
+        cc.call_llm = _Routed(cc.call_llm)
         if hasattr(cc, "_today_for_prompt"):
             cc._today_for_prompt = lambda *a, **k: FROZEN_DATE.strftime("%Y-%m-%d")
         try:

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import httpx  # the openai client's own HTTP library
 
@@ -96,7 +97,7 @@ class EndpointMeter:
         self.key, self.model, self.kwargs = key, model, dict(template_kwargs)
         self.dir, self.mode = Path(directory) / "tokenize", mode
         self.local = local_meter(self.kwargs.get("enable_thinking"))
-        self._route: str | None | bool = False  # False: not probed yet
+        self._route: str | None | Literal[False] = False  # False: not probed yet
         self._lock = threading.Lock()
         self._seen: dict[str, Count] = {}
 

@@ -35,12 +35,23 @@ if TYPE_CHECKING:
 
 
 class Method(Protocol):
-    name: str
-    whole: bool
-    checked: bool
-    role: str
-    """The name its failures and invalid contexts carry (``S``, ``H``, a plugin's name)."""
-    spec: dict[str, Any]
+    # read-only properties: the methods are frozen dataclasses
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def whole(self) -> bool: ...
+
+    @property
+    def checked(self) -> bool: ...
+
+    @property
+    def role(self) -> str:
+        """The name its failures and invalid contexts carry (``S``, ``H``, a plugin's name)."""
+        ...
+
+    @property
+    def spec(self) -> dict[str, Any]: ...
 
     def part(self, cache: FrozenCache, task: Task, generation: int, allowance: int) -> Made: ...
 

@@ -84,6 +84,9 @@ class Plugin:
         key = ("plugin", canonical_json(self.spec), task.digest, generation, allowance)
         return cache.once(key, lambda: self._make(cache.roles, task, generation, allowance))
 
+    def context(self, task):  # pragma: no cover - never asked: not whole
+        raise NotImplementedError("a plugin's context is its part")
+
     def describe(self, cp: Checkpoint | None) -> dict[str, Any]:
         base = {"impl": "plugin", "plugin": self.spec}
         return base if cp is None else {**base, **attempts_record(cp)}
@@ -104,7 +107,9 @@ class Plugin:
             cp = generate(allowance, body_for, lambda _b: None, label=self.name, attempts=1, keys=keys)
         except ModelError:
             raise
-        except Exception as err:  # a plugin's own bug is its condition's zero, never the sweep's end
+        except (
+            Exception
+        ) as err:  # the plugin boundary: a third party's bug is its condition's zero, not the sweep's end
             return Made(None, f"{self.name}: {type(err).__name__}: {_line(err)}", tuple(keys))
         return Made(cp, None, cp.keys)
 
@@ -144,13 +149,13 @@ def build(name: str, target: str | None, args: dict[str, Any]) -> Plugin:
     where = f"method.target={target}"
     try:
         factory = load(target)
-    except Exception as err:
+    except Exception as err:  # the plugin boundary: importing a third party's module, any failure its config's
         raise ConfigError(f"{where}: cannot load it: {type(err).__name__}: {_line(err)}") from None
     if not callable(factory):
         raise ConfigError(f"{where}: is a {type(factory).__name__}, not a factory")
     try:
         compactor = factory(**dict(args or {}))
-    except Exception as err:
+    except Exception as err:  # the plugin boundary: its factory's failure is its config's
         raise ConfigError(f"{where}: the factory raised {type(err).__name__}: {_line(err)}") from None
     if not callable(getattr(compactor, "compact", None)):
         raise ConfigError(f"{where}: the factory returned a {type(compactor).__name__}, which has no compact(request)")
@@ -166,7 +171,8 @@ def _spec(name: str, target: str, args: dict, factory, dist) -> dict[str, Any]:
         names = metadata.packages_distributions().get(module.partition(".")[0], [])
         dist = metadata.distribution(names[0]) if names else None
     try:
-        source = inspect.getsourcefile(inspect.getmodule(factory)) or ""
+        found = inspect.getmodule(factory)
+        source = (inspect.getsourcefile(found) if found else None) or ""
         digest = hashlib.sha256(Path(source).read_bytes()).hexdigest() if source else None
     except (TypeError, OSError):
         digest = None

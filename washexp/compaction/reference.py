@@ -17,7 +17,7 @@ from washexp.compaction.roles import Ranking, RankJob, Roles, SummaryJob, offlin
 
 def summarize(job: SummaryJob) -> str:
     """S: an extractive digest of every unit within the allowance, grouped under each unit's path."""
-    focus, seen, candidates = extractive.words(job.query), set(), []
+    focus, seen, candidates = extractive.words(job.query), set[str](), list[extractive.Line]()
     for u in job.units:
         label = u.arguments.get("path", u.tool)
         for raw in u.content.splitlines():

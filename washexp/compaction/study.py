@@ -15,30 +15,31 @@ runs is decided once, here (:func:`method_for`); the pipeline then asks the meth
 from __future__ import annotations
 
 import logging
+from collections.abc import Hashable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from washexp import machine
+from washexp import family
 from washexp.compaction.aggregate import arm_metrics
 from washexp.compaction.answer_format import FORMATS
 from washexp.compaction.artifacts import to_json
+from washexp.compaction.baselines import KINDS, Baseline, baseline
 from washexp.compaction.calls import condition_calls, link_grades, recorder_of, recording_keys
 from washexp.compaction.condition import Arm, run_condition
 from washexp.compaction.fixtures import Task, load_tasks
-from washexp.compaction.frozen import FrozenCache, h_impl_for, h_label
-from washexp.compaction.method import BUILTINS, Method, builtin
+from washexp.compaction.frozen import RANKERS, FrozenCache, h_impl_for, h_label
+from washexp.compaction.method import BUILTINS, Checkpointed, Method, builtin
 from washexp.compaction.plugin import Plugin, build
 from washexp.compaction.roles import Roles, roles_for
 from washexp.config import identify
-from washexp.console import ArmBar, result
 from washexp.errors import ConfigError, ModelError
-from washexp.hashing import canonical_json, tree_digest
-from washexp.ledger import Entry, plural
+from washexp.hashing import canonical_json
 from washexp.models.cost import sum_metrics, usd
 from washexp.models.llama_server import prompt_tokens_evaluated
 from washexp.models.local import flat_params
-from washexp.provenance import code_digest, git_commit, package_source, public_config
-from washexp.runner import GroupOutcome, Result, Work, start_group
+from washexp.provenance import code_digest, package_source, public_config
+from washexp.runner import Result, Work
+from washexp.tracking.traces import ModelCall
 
 log = logging.getLogger("washexp")
 
@@ -83,6 +84,8 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         raise ConfigError(
             f"model.structured_output={cfg.model.structured_output!r}: expected one of {', '.join(FORMATS)}"
         )
+    if c.ranker not in RANKERS:
+        raise ConfigError(f"ranker={c.ranker!r}: expected one of {', '.join(RANKERS)}")
     if c.phase not in PHASES:
         raise ConfigError(f"phase={c.phase!r}: expected one of {', '.join(PHASES)}")
     folder = sweep.root / cfg.benchmark.fixtures  # read once per command, as the source and commit
@@ -99,28 +102,23 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
             f"topn={c.topn}: the most evidence units a chosen task has is {len(widest.units)} ({widest.id}); "
             "a larger N fuses the same units"
         )
-    arm = Arm(method.name, None if method.whole else c.topn)
+    # the ranker only matters where units are ranked: ``ranker=bm25 topn=0`` is the Top-0 arm
+    arm = Arm(method.name, None if method.whole else c.topn, c.ranker if not method.whole and c.topn else "jev")
     ident = identify(cfg, _family(cfg, method, arm, roles), sweep.shared(("code", CODE), _code), _model(cfg, roles))
     source = sweep.shared("package_source", package_source)
     tags = {
         "method": arm.method,
         **({} if arm.topn is None else {"topn": str(arm.topn)}),  # Full has no top-N: no tag, never "n/a"
-        "model": cfg.model.name,
-        "tier": cfg.model.tier,
-        "platform": cfg.model.platform,
+        **({} if arm.ranker == "jev" else {"ranker": arm.ranker}),  # Jev's arms keep the tags they had
         "phase": c.phase,
-        "sweep": job.sweep,
-        "washexp.overrides": job.overrides,
-        "washexp.source": tree_digest(source),
-        "mlflow.source.git.commit": sweep.shared("git_commit", lambda: git_commit(sweep.root)) or "unknown",
-        "washexp.machine": sweep.shared("machine", machine.describe),
+        **family.common_tags(cfg, job, sweep),
     }
     if isinstance(method, Plugin):
         plugin = method.spec
         tags |= {"washexp.plugin.target": plugin["target"], "washexp.plugin.package": str(plugin["package"])}
         tags["washexp.plugin.version"] = str(plugin["version"])
     params = {**ident.params, **flat_params(roles.spec)}
-    if method.checked and not isinstance(method, Plugin):
+    if isinstance(method, Checkpointed):
         params = {**params, "h_label": h_label(method.impl)}  # what H is, in words
     parent = Work(
         f"{arm.label} · arm",
@@ -146,22 +144,34 @@ def _family(cfg, method: Method, arm: Arm, roles: Roles) -> dict[str, Any]:
     conditions call it: the method (H's implementation, a plugin's spec), top-N, phase, and the
     spec of the roles it calls (:func:`calls`)."""
     family: dict[str, Any] = {"method": arm.method, "topn": arm.topn, "phase": cfg.compaction.phase}
+    if arm.ranker != "jev":  # absent for Jev: the conditions run before rankers keep their identity
+        family["ranker"] = arm.ranker
     if isinstance(method, Plugin):
         family["plugin"] = method.spec
-    elif method.checked:
+    elif isinstance(method, Baseline):
+        family["baseline"] = method.spec
+    elif isinstance(method, Checkpointed):
         family["h_impl"] = method.impl
-    return {**family, "roles": roles.spec_for(calls(method, roles))}
+    return {**family, "roles": roles.spec_for(calls(method, roles, arm))}
 
 
-def calls(method: Method, roles: Roles) -> set[str]:
+def calls(method: Method, roles: Roles, arm: Arm | None = None) -> set[str]:
     """The roles a condition of ``method`` calls: Full only the reader; every other method the
     summary and ranking too (the ceiling is sized from S + Top 5), H its checkpoint writer
-    (``hermes``: hermes-agent's compressor), a plugin what it asks of the model (its spec)."""
+    (``hermes``: hermes-agent's compressor), a plugin what it asks of the model (its spec). A
+    baseline: the ranking only for Top N > 0, the summary only for the hybrid; ``ranker=bm25``
+    calls no ranking role."""
     read = {"read"} if roles.read else set()
     if method.whole:
         return read
-    own = {"native": {"checkpoint"}, "hermes": {"hermes"}}.get(getattr(method, "impl", None), set())
-    return read | {"summarize", "rank"} | own
+    jev = arm is None or arm.ranker == "jev"
+    if isinstance(method, Baseline):
+        ranked = {"rank"} if jev and arm is not None and arm.topn else set()
+        return read | ranked | ({"summarize"} if method.summarizes else set())
+    own: set[str] = set()
+    if isinstance(method, Checkpointed):
+        own = {"native": {"checkpoint"}, "hermes": {"hermes"}}.get(method.impl, set())
+    return read | {"summarize"} | ({"rank"} if jev else set()) | own
 
 
 def _model(cfg, roles: Roles) -> dict[str, Any]:
@@ -181,10 +191,12 @@ def _code() -> str:
 def method_for(config, roles: Roles) -> Method:
     """The arm's method: the study's Full, S or H by name, else a plugin (``method.target``, or
     a name installed under ``washexp.methods``); every check raises before anything runs."""
+    if not config.target and config.name in KINDS:
+        return baseline(config.name, {"M": config.M, "K": config.K, "budget": config.budget})
     if not config.target and config.name in BUILTINS:
         impl = h_impl_for(roles, config.h_impl) if config.name == "H" else "native"
         return builtin(config.name, impl)
-    if config.name in BUILTINS:
+    if config.name in BUILTINS or config.name in KINDS:
         raise ConfigError(f"method.name={config.name!r} is the study's own; a plugin needs another name")
     return build(config.name, config.target, config.args)
 
@@ -193,24 +205,20 @@ def run_job(cfg, job, sweep) -> None:
     """Start one arm on the sweep's schedule (it may still run when this returns: the next arm
     starts beside its last conditions); the tracker opens only once the config and fixtures are
     valid."""
-    from washexp.tracking import open_tracker
-
     plan = plan_arm(cfg, job, sweep)
-    t = cfg.tracking
-    tracker = sweep.shared(
-        ("tracker", t.enabled, t.uri, t.artifacts, t.experiment or cfg.benchmark.name),
-        lambda: open_tracker(t.enabled, t.uri, t.artifacts, t.experiment or cfg.benchmark.name, sweep.root),
-    )
-    tasks = {t.id: t for t in plan.tasks}
+    tracker = family.tracker(cfg, sweep)
+    tasks: dict[Hashable, Task] = {t.id: t for t in plan.tasks}
     generations, answers, repeats = cfg.model.generations, cfg.model.answers_per_context, cfg.model.repeats
-    recorder = recorder_of(plan.cache.roles)
+    roles = plan.cache.roles
+    recorder = recorder_of(roles)
     traced = recorder if cfg.tracking.traces and tracker.traces is not None else None
 
     def compute(work: Work) -> Result:
         task = tasks[work.key]
         out = run_condition(task, plan.arm, plan.cache, generations, answers, method=plan.method, repeats=repeats)
         artifacts = {**out.artifacts, "config.yaml": plan.config_yaml}
-        metrics, tables, calls = out.metrics, out.tables, ()
+        metrics, tables = out.metrics, out.tables
+        calls: tuple[ModelCall, ...] = ()
         keys = recording_keys(out.artifacts) if recorder is not None else []
         if recorder is not None:  # the calls behind its recordings: cost_usd, calls_live, calls_replayed
             metrics = {**metrics, **recorder.charge(keys).metrics()}
@@ -220,67 +228,38 @@ def run_job(cfg, job, sweep) -> None:
         manifest = {"fixture": task.files, "source": plan.source}
         return Result(metrics, artifacts, tables, manifest, traces=calls)
 
-    def summarize(per_task: dict[str, dict[str, float] | None]) -> Result:
-        per_task = {
-            k: m if m is not None else {"failed": 1.0, "contexts": float(generations)} for k, m in per_task.items()
+    def summarize(found: dict[Hashable, dict[str, float] | None]) -> Result:
+        per_task = {  # keyed by task id
+            str(k): m if m is not None else {"failed": 1.0, "contexts": float(generations)} for k, m in found.items()
         }
         metrics = arm_metrics(per_task, {t.id: t.cohort for t in plan.tasks})
         metrics |= sum_metrics(list(per_task.values()))  # what its conditions' calls cost
         table = {t.id: {"cohort": t.cohort, **per_task[t.id]} for t in plan.tasks}
         artifacts = {"conditions.json": to_json(table), "config.yaml": plan.config_yaml}
-        if plan.cache.roles.logs:  # e.g. the local server's log, and what its prompt cache saved
-            logs = plan.cache.roles.logs()
+        if roles.logs:  # e.g. the local server's log, and what its prompt cache saved
+            logs = roles.logs()
             artifacts |= logs
             metrics |= prompt_tokens_evaluated(logs)
         return Result(metrics, artifacts, manifest={"source": plan.source})
 
-    bar = sweep.shared(("bar", plan.parent.hash), lambda: ArmBar(plan.arm.label, len(plan.tasks), "condition", log))
+    def headline(m: dict[str, float]) -> str:
+        cost = f" · cost {usd(m['cost_usd'])}" if "cost_usd" in m else ""
+        primary, control = _fmt(m.get("primary/retention")), _fmt(m.get("control/retention"))
+        return f"retention primary {primary} · control {control}{cost}"
 
-    def progress(work: Work, state: str, counts: dict[str, int]) -> None:
-        """Each computed condition: the arm's bar moves (on a terminal), its line goes to the log."""
-        roles = plan.cache.roles
-        calls = f", {roles.calls()}" if roles.calls else ""
-        done = sum(counts.values())
-        line = (
-            f"  {work.name}: {state} ({done}/{len(plan.tasks)} conditions,"
-            f" {counts['reused']} reused, {counts['failed']} failed{calls})"
-        )
-        bar.step(done, line)
-
-    def report(outcome: GroupOutcome) -> None:
-        bar.close()  # the result line takes its place
-        sweep.ledger.append(Entry.of(job.sweep, cfg.benchmark.name, cfg.tracking, len(plan.tasks), outcome))
-        if outcome.reused:
-            result(log, "%s: finished already; rerun=true runs it again", plan.arm.label)
-            return
-        m, n = outcome.metrics, outcome.counts
-        result(
-            log,
-            "%s: %s (%d run, %d reused, %d failed) · retention primary %s · control %s%s",
-            plan.arm.label,
-            plural(len(plan.tasks), "condition"),
-            n["run"],
-            n["reused"],
-            n["failed"],
-            _fmt(m.get("primary/retention")),
-            _fmt(m.get("control/retention")),
-            f" · cost {usd(m['cost_usd'])}" if "cost_usd" in m else "",
-        )
-
-    start_group(
-        sweep.schedule,
-        tracker,
+    group = family.Group(
+        plan.arm.label,
+        "condition",
         plan.parent,
         plan.children,
         compute,
         summarize,
-        report,
-        rerun=cfg.rerun,
-        concurrency=plan.cache.roles.concurrency,
-        lane=id(plan.cache.roles),
-        fatal=(ModelError,),
-        on_done=progress,
+        headline,
+        detail=roles.calls,
+        concurrency=roles.concurrency,
+        lane=id(roles),
     )
+    family.run(cfg, job, sweep, group, tracked=tracker, fatal=(ModelError,), wait=False)
 
 
 def _fmt(value: Any) -> str:

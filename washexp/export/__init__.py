@@ -39,6 +39,8 @@ class ExportOptions:
     overwrite: bool = False
     """Overwrite a record of the same name; by default a name holding another record is kept and
     this one gets the next free name (``<stem>-2``, ...)."""
+    bundle: bool = False
+    """Also write ``<stem>.bundle/`` beside each record: what ``washexp verify`` recomputes it from."""
 
 
 def load_runs(uri: str, experiment: str) -> Any:
@@ -70,16 +72,18 @@ def build(options: ExportOptions) -> list[Record]:
         crossmodel.check_present(runs, topic, options)
         return [CROSS_RECORDS.get(topic)(runs, options)]
     records = builder(runs, options)
-    if options.model is not None or topic not in crossmodel.PARENT_KIND or len(records) < 2:
-        return records
-    # several models (a sweep of model.name=a,b, or a store of several): what they hold is each
-    # model's record and the one with them side by side, asked for or not
-    models = tuple(str(r.provenance["model"]) for r in records)
-    cross = CROSS_RECORDS.get(topic)(runs, replace(options, models=models))
     stems = [r.stem for r in records]
     if len(set(stems)) < len(stems):  # two models of one platform on one day: each record names its model
         records = [r.with_platform(f"{r.platform}-{crossmodel.slug(str(r.provenance['model']))}") for r in records]
-    return [*records, cross]
+    # one model's records may be several (the compaction study's and its cycles'): the cross-model
+    # record puts several models' study records side by side (a cycles record has none of its own)
+    studies = [r for r in records if r.provenance.get("measurement") != "cycles"]
+    models = tuple(dict.fromkeys(str(r.provenance["model"]) for r in studies))
+    if options.model is not None or topic not in crossmodel.PARENT_KIND or len(models) < 2:
+        return records
+    # several models (a sweep of model.name=a,b, or a store of several): what they hold is each
+    # model's record and the one with them side by side, asked for or not
+    return [*records, CROSS_RECORDS.get(topic)(runs, replace(options, models=models))]
 
 
 def check_writable(out: Path) -> None:
@@ -132,6 +136,7 @@ def export(options: ExportOptions) -> list[Written]:
     check_writable(options.out)
     written = []
     for record in build(options):
+        taken: tuple[str, ...]
         if options.overwrite:
             placed, files, taken, there = record, record.files(), (), False
         else:
@@ -140,7 +145,12 @@ def export(options: ExportOptions) -> list[Written]:
             options.out.mkdir(parents=True, exist_ok=True)
             for name, data in files.items():
                 (options.out / name).write_bytes(data)
-        written.append(Written(placed, [options.out / name for name in files], taken))
+        paths = [options.out / name for name in files]
+        if options.bundle:
+            from washexp.export import bundle
+
+            paths.append(bundle.write(placed, options, options.out))
+        written.append(Written(placed, paths, taken))
     return written
 
 

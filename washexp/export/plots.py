@@ -67,6 +67,55 @@ def tokens_vs_score(
     return _png(fig, axes, ylabel, title)
 
 
+def loss_scatter(by_cohort: Mapping[str, Sequence[tuple[str, int | None, float, float]]], title: str) -> bytes:
+    """``by_cohort[cohort]`` = [(method, top-N, compaction loss, reading loss)]: one colour per
+    method, its arms joined through N (point labels: N; Full and whole methods a single point)."""
+    fig, axes = plt.subplots(1, len(by_cohort), figsize=_SIZE, squeeze=False, sharey=True)
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, (cohort, points) in zip(axes[0], by_cohort.items(), strict=True):
+        methods = list(dict.fromkeys(m for m, *_ in points))
+        for i, method in enumerate(methods):
+            arm = sorted((-1 if n is None else n, x, y) for m, n, x, y in points if m == method)
+            color = COLORS.get("Full" if method == "full" else method, cycle[i % len(cycle)])
+            name = "Full" if method == "full" else method
+            ax.plot([x for _, x, _ in arm], [y for _, _, y in arm], marker="o", color=color, label=name)
+            for n, x, y in arm:
+                if n >= 0:
+                    ax.annotate(str(n), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8, color=color)
+        ax.set_xlim(-0.02, 1.02)
+        _finish_axes(ax, cohort, "compaction loss (dropped and missed)")
+        ax.legend(loc="upper right")
+    return _png(fig, axes, "reading loss (kept but missed)", title)
+
+
+def survival_curves(by_arm: Mapping[str, Mapping[int, Sequence[tuple[int, float]]]], title: str) -> bytes:
+    """``by_arm[arm][k]`` = [(cycle, survival)]: one panel per arm (four to a row), one line per k
+    (darker: more segments), the cycle on x."""
+    cols = max(1, min(4, len(by_arm)))
+    rows = max(1, -(-len(by_arm) // cols))
+    size = (max(_SIZE[0], 3.0 * cols), 3.4 * rows + 0.8)
+    fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False, sharey=True)
+    panels = [ax for row in axes for ax in row]
+    for ax, (arm, curves) in zip(panels, by_arm.items(), strict=False):
+        top = max(curves, default=1)
+        for k, points in sorted(curves.items()):
+            if points:
+                xs, ys = zip(*points, strict=True)
+                shade = plt.get_cmap("viridis")(0.85 - 0.75 * (k - 1) / max(1, top - 1))
+                ax.plot(xs, ys, marker="o", color=shade, label=f"k={k}")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title(arm, fontsize=10)
+        ax.set_xlabel("cycle")
+        ax.set_ylim(-0.02, 1.08)
+        ax.grid(alpha=0.3)
+    for ax in panels[len(by_arm) :]:
+        ax.set_visible(False)
+    panels[0].legend(loc="lower left", fontsize=8)  # the first arm (Full, when run) sits at 1.0: room below
+    for row in axes[1:]:
+        row[0].set_ylabel("facts seen so far that survive")
+    return _png(fig, axes, "facts seen so far that survive", title)
+
+
 def _finish_axes(ax, cohort: str, xlabel: str) -> None:
     ax.set_title(f"{cohort} cohort")
     ax.set_xlabel(xlabel)

@@ -42,6 +42,12 @@ class Column:
         return self.cell(row) if self.cell else show(row.get(self.key))
 
 
+def through(key: str, fmt: Callable[[Any], str]) -> Callable[[dict], str]:
+    """A :class:`Column` cell that shows ``row[key]`` through ``fmt`` (``key`` bound now: a lambda
+    in a loop would see the loop's last)."""
+    return lambda row: fmt(row[key])
+
+
 @dataclass(frozen=True)
 class Table:
     key: str

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import pandas as pd
 
 from washexp.errors import WashexpError
@@ -60,7 +62,7 @@ def parents(
     if model is not None:
         out = out[tag(out, "model") == model]
     if sweeps:
-        out = out[in_sweeps(tag(out, "sweep"), sweeps)]
+        out = out[in_sweeps(tag(out, "sweep"), sweeps).astype(bool)]  # bool: an empty mask selects rows, not columns
     if until is not None:
         out = out[out["start_time"].dt.strftime("%Y-%m-%d") <= until]
     return out.sort_values("start_time", ascending=False, kind="stable").copy()
@@ -116,11 +118,12 @@ def newest_complete(
 
 def newest_complete_per_model(
     candidates: pd.DataFrame, kids: pd.DataFrame, keys: list[str], child: str
-) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+) -> tuple[pd.DataFrame, dict[Hashable, list[str]]]:
     """:func:`newest_complete` within each model's parents: a record is one model's, so what it
     covers, and the runs its notes say were left out, are that model's alone (another model's
     FAILED sweep is no note of this one's). Notes by model."""
-    chosen, notes = [], {}
+    chosen: list[pd.DataFrame] = []
+    notes: dict[Hashable, list[str]] = {}
     for model, group in candidates.groupby("model", sort=True, dropna=False):
         picked, said = newest_complete(group, kids, keys, child)
         chosen.append(picked)

@@ -29,6 +29,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import openai
@@ -167,7 +168,11 @@ class OpenAIModel:
         )
 
     def _once(self, request: ChatRequest) -> ChatResponse:
-        params = {"model": self.name, "messages": list(request.messages), "temperature": request.temperature}
+        params: dict[str, Any] = {
+            "model": self.name,
+            "messages": list(request.messages),
+            "temperature": request.temperature,
+        }
         if request.max_tokens is not None:
             params["max_tokens"] = request.max_tokens
         if request.extra_body:

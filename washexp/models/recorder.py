@@ -144,6 +144,7 @@ class Recorder:
 
     def _send(self, request: ChatRequest, entry: dict, role: str, task_id: str | None) -> float | None:
         """Send ``request`` (within the budget), fill ``entry``'s response or refusal; its cost."""
+        assert self.model is not None  # chat() sends only with a model, else it raises ModelError
         held = None
         if self.budget is not None and self.price is not None:
             where = f"{role or 'call'}{f' of task {task_id}' if task_id else ''}"
@@ -161,7 +162,7 @@ class Recorder:
             cost = self.price.cost(response) if self.price is not None else None
             return cost
         finally:
-            if held is not None:  # a failed call costs nothing; an unreported one its estimate
+            if held is not None and self.budget is not None:  # a failed call costs 0; an unreported one its estimate
                 self.budget.settle(held, held if cost is None else cost)
 
     def used(self) -> list[str]:
@@ -183,10 +184,10 @@ class Recorder:
                 if key in self._live:
                     live += 1
                     cost = self._live[key]
-                    if cost is None and self.price is not None:
-                        unpriced += 1
-                    else:
+                    if cost is not None:
                         costs.append(cost)
+                    elif self.price is not None:
+                        unpriced += 1
                 else:
                     replayed += 1
         total = math.fsum(costs) if self.price is not None and not unpriced else None
@@ -196,7 +197,8 @@ class Recorder:
     def collecting(self) -> Iterator[list[str]]:
         """The keys this thread asks for inside the block, in order (a wash condition's calls)."""
         previous = getattr(self._collecting, "keys", None)
-        self._collecting.keys = keys = []
+        keys: list[str] = []
+        self._collecting.keys = keys
         try:
             yield keys
         finally:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def join(tier: Packaged, target: Path) -> None:
         with open(temporary, "wb") as out:
             for source in sources:
                 with open(source, "rb") as f:
-                    for block in iter(lambda f=f: f.read(CHUNK), b""):
+                    for block in iter(partial(f.read, CHUNK), b""):
                         digest.update(block)
                         out.write(block)
             out.flush()

@@ -1,15 +1,21 @@
 """The MLflow layer: the only package that imports mlflow or writes its store.
 
-- :mod:`~washexp.tracking.writer`: runs as context managers (FINISHED, FAILED or KILLED, never
-  left RUNNING by an exception), sha256 manifests, MLflow tables, a file lock on experiment creation;
+- :mod:`~washexp.tracking.writer`: the tracker, a run's lifecycle (opened, found again, closed:
+  sha256 manifests, MLflow tables, the rows, the status), its writes handed to
+  :mod:`~washexp.tracking.write_queue` (the writer thread); the store set up by
+  :mod:`~washexp.tracking.setup` (a file lock on experiment creation); runs as context managers
+  (FINISHED, FAILED or KILLED, never left RUNNING by an exception) in
+  :mod:`~washexp.tracking.runs`; what is stored in :mod:`~washexp.tracking.serialise`; a store
+  failure as one line, :mod:`~washexp.tracking.failures`; signals held while a run is written,
+  :mod:`~washexp.tracking.signals`; tracking off, :mod:`~washexp.tracking.null`;
 - :mod:`~washexp.tracking.traces`: a run's model calls as MLflow traces;
 - :mod:`~washexp.tracking.sqlite`: a SQLite store file checked (read only) before MLflow opens it,
   and made whole or not at all;
 - :mod:`~washexp.tracking.reader`: plain lookups for the exporter and ``washexp ui``.
 
 Every store is written and read through MLflow's public Python API only (``MlflowClient``, the
-tracing API): no SQL of washexp's touches MLflow's tables, no private attribute, no
-``mlflow.store`` import; a SQLite file, another database and a tracking server take one path.
+tracing API) and nothing beneath it; a SQLite file, another database and a tracking server
+take one path.
 
 The store is real: SQLite metadata at ``<project>/mlruns/mlflow.db`` with artifacts under
 ``<project>/mlruns`` by default (the plain file store raises from MLflow 3.13), or any tracking
@@ -21,7 +27,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from washexp.tracking.writer import FoundRun, NullTracker, Run, Tracker
+from washexp.tracking.null import NullTracker
+from washexp.tracking.runs import FoundRun, Run
+from washexp.tracking.writer import Tracker
 
 
 def default_uri(root: Path) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import tempfile
@@ -9,6 +10,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
+
+from washexp.errors import WashexpError
 
 
 @contextmanager
@@ -39,6 +43,10 @@ def search(uri: str, experiment: str, filter_string: str = ""):
     """Every run of ``experiment`` as a pandas DataFrame (``mlflow.search_runs``: columns
     ``run_id, status, start_time, end_time, metrics.*, params.*, tags.*``); None if the
     experiment does not exist."""
+    from washexp.tracking import bundle
+
+    if bundle.is_bundle(uri):  # a record's bundle stands where the store would (washexp verify)
+        return bundle.search(uri, experiment)
     import mlflow
 
     exp_id = experiment_id(uri, experiment)
@@ -69,8 +77,31 @@ def load_table(uri: str, artifact_file: str, run_ids: list[str]):
     the runs', and turns a missing table into a warning."""
     import pandas as pd
 
-    frames = [_table(uri, artifact_file, run_id).assign(run_id=run_id) for run_id in run_ids]
+    READS.extend((run_id, artifact_file) for run_id in run_ids)
+    frames = [_read(uri, artifact_file, run_id).assign(run_id=run_id) for run_id in run_ids]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id"])
+
+
+READS: list[tuple[str, str]] = []
+"""Every (run id, table) read, in order: ``export --bundle`` copies what a record read, no more."""
+
+
+def _read(uri: str, artifact_file: str, run_id: str):
+    """One run's table; from a bundle, checked against its manifest on every read (never cached:
+    a bundle is untrusted and may change between two verifies in one process)."""
+    import pandas as pd
+
+    from washexp.tracking import bundle
+
+    if bundle.is_bundle(uri):
+        import io
+
+        data = bundle.artifact(uri, run_id, artifact_file)
+        try:
+            return pd.read_json(io.BytesIO(data), orient="split", dtype=False)
+        except ValueError as err:
+            raise WashexpError(f"run {run_id}: table {artifact_file} cannot be read ({_first_line(err)})") from None
+    return _table(uri, artifact_file, run_id)
 
 
 @lru_cache(maxsize=4096)
@@ -98,3 +129,58 @@ def _table(uri: str, artifact_file: str, run_id: str):
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
+
+
+def json_artifact(uri: str, run_id: str, artifact_file: str) -> Any:
+    """One run's JSON artifact, parsed; None when the run has no such file (one a failed run never
+    wrote). Any other failure of the store, or a file that is not JSON, is a
+    :class:`~washexp.errors.WashexpError` naming the run: never a record built blind. From a
+    bundle: checked against the run's manifest on every read (a file it does not list is one the
+    run never wrote)."""
+    from washexp.tracking import bundle
+
+    if bundle.is_bundle(uri):
+        if not bundle.lists(uri, run_id, artifact_file):
+            return None
+        return _parsed(run_id, artifact_file, bundle.artifact(uri, run_id, artifact_file))
+    found = _stored_json(uri, run_id, artifact_file)
+    if found is not None:
+        READS.append((run_id, artifact_file))  # what export --bundle copies
+    return found
+
+
+def _parsed(run_id: str, artifact_file: str, data: bytes) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except ValueError as err:  # UnicodeDecodeError is one
+        raise WashexpError(f"run {run_id}: artifact {artifact_file} is not JSON ({_first_line(err)})") from None
+
+
+@lru_cache(maxsize=1024)
+def _stored_json(uri: str, run_id: str, artifact_file: str) -> Any:
+    """:func:`json_artifact` from a store, cached: a logged artifact never changes."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    with quiet_mlflow(), tempfile.TemporaryDirectory(prefix="washexp-artifact-") as tmp:
+        try:
+            data = Path(MlflowClient(uri).download_artifacts(run_id, artifact_file, tmp)).read_bytes()
+        except MlflowException as err:
+            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return None
+            raise WashexpError(f"run {run_id}: artifact {artifact_file} cannot be read ({_first_line(err)})") from None
+        except OSError as err:  # e.g. a folder where the file should be
+            raise WashexpError(f"run {run_id}: artifact {artifact_file} cannot be read ({_first_line(err)})") from None
+        return _parsed(run_id, artifact_file, data)
+
+
+def artifact_bytes(uri: str, run_id: str, artifact_file: str) -> bytes:
+    """One run artifact's bytes as stored (``export --bundle`` copies them, manifest included)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    with quiet_mlflow(), tempfile.TemporaryDirectory(prefix="washexp-artifact-") as tmp:
+        try:
+            return Path(MlflowClient(uri).download_artifacts(run_id, artifact_file, tmp)).read_bytes()
+        except (MlflowException, OSError) as err:
+            raise WashexpError(f"run {run_id}: no artifact {artifact_file} ({_first_line(err)})") from None

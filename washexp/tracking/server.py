@@ -1,39 +1,38 @@
 """A local MLflow tracking server (``washexp server``, ``washexp ui``), and whether one answers.
 
-The server is MLflow's own app (``mlflow.server.fastapi_app:app``, what ``mlflow server`` serves),
-started so it comes up fast on a small machine. ``mlflow server`` is a launcher: a process that
-imports MLflow's CLI and server, then starts uvicorn in a second process that imports the server
-again, with four workers and a job-execution runner (huey consumers for GenAI jobs such as
-scheduled scorers, which a harness that logs runs never submits). On two cores that took about
-30 s to answer. Here one process runs uvicorn with one worker on the same app, handed the
-settings the launcher would hand it (:func:`settings`); the UI and the REST API are the same.
+The server is MLflow's own, started through its documented command line (``python -m mlflow
+server --backend-store-uri URI --artifacts-destination DIR --host H --port P ...``,
+:func:`command`) with what keeps it quick on a small machine: one worker (``--workers 1``; the
+default four took about 30 s to answer on two cores) and no job execution
+(``MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false``: huey consumers for GenAI jobs such as scheduled
+scorers, which a harness that logs runs never submits). The UI and the REST API are MLflow's.
 
 The server answers only requests whose ``Host`` header names this machine's loopback
 (``localhost``, ``127.0.0.1``, ``[::1]``, bare or with its port), the address it is bound to, or a
 name the user allowed (``--allow-host``): a web page that rebinds its own DNS name, or a forged
 ``Host: 192.168.1.5``, gets a 403 (MLflow's own default lets every private IP literal through).
 
-The child runs behind the parent watch (``washexp.child``): a ``washexp ui`` killed outright
-takes its server with it.
+``mlflow server`` is a launcher that runs uvicorn as a child of its own. Both run in a process
+group of their own behind the parent watch (``washexp.child``): a stop signals the group, and a
+``washexp ui`` killed outright takes the whole group with it, never an orphan uvicorn.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 import os
+import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Sequence
+from contextlib import suppress
 from pathlib import Path
 
 from washexp.child import module_command
 
-APP = "mlflow.server.fastapi_app:app"
 ARTIFACTS_DEFAULT = "./mlartifacts"
 """``mlflow server``'s own default for ``--artifacts-destination``."""
 
@@ -43,16 +42,23 @@ STARLETTE_WSGI = "ignore:starlette.middleware.wsgi is deprecated:UserWarning:mlf
 ``UserWarning``): that one warning, from that one module, is MLflow's to fix, not news to a user."""
 
 
-def command(host: str, port: int) -> list[str]:
-    """uvicorn serving MLflow's app with one worker and MLflow's log format, watched by its parent."""
-    args = ["--log-config", str(_log_config()), "--host", host, "--port", str(port), "--workers", "1", APP]
-    return module_command(sys.executable, "uvicorn", args, ignored=(STARLETTE_WSGI,))
+def command(
+    backend_store_uri: str, host: str, port: int, artifacts: Path | None = None, hosts: Sequence[str] = ()
+) -> list[str]:
+    """``python -m mlflow server`` with its documented options, watched by its parent: the store
+    for runs and models, served artifacts (``mlflow-artifacts:/``, kept in ``artifacts``), one
+    worker, and the Host headers it answers (``hosts``; default: the loopback names)."""
+    args = ["server", "--backend-store-uri", backend_store_uri, "--serve-artifacts"]
+    args += ["--artifacts-destination", str(artifacts) if artifacts is not None else ARTIFACTS_DEFAULT]
+    args += ["--host", host, "--port", str(port), "--workers", "1", "--allowed-hosts", ",".join(hosts or LOOPBACK)]
+    return module_command(sys.executable, "mlflow", args, group=True)
 
 
-def _log_config() -> Path:
-    """MLflow's uvicorn log config, found without importing MLflow's server."""
-    spec = importlib.util.find_spec("mlflow")
-    return Path(next(iter(spec.submodule_search_locations))) / "server" / "uvicorn_log_config.yaml"
+def environment(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for the server: no job execution (a documented MLflow variable), and the Starlette
+    warning ignored in its uvicorn child too (``PYTHONWARNINGS``, which a child inherits)."""
+    warnings = ",".join(filter(None, [env.get("PYTHONWARNINGS"), STARLETTE_WSGI]))
+    return {**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "PYTHONWARNINGS": warnings}
 
 
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
@@ -74,33 +80,13 @@ def _unspecified(host: str) -> bool:
         return not host
 
 
-def settings(backend_store_uri: str, artifacts: Path | None = None, hosts: Sequence[str] = ()) -> dict[str, str]:
-    """What ``mlflow server --backend-store-uri URI [--artifacts-destination DIR]`` hands its
-    worker, through the environment (names from ``mlflow.server.constants``, which cannot be
-    imported without importing the whole server; a test holds them equal): the store for runs
-    and models, served artifacts (``mlflow-artifacts:/``, kept in ``artifacts``), uvicorn as
-    the server, no job execution, and the Host headers it answers (``hosts``; default: the
-    loopback names)."""
-    return {
-        "_MLFLOW_SERVER_FILE_STORE": backend_store_uri,
-        "_MLFLOW_SERVER_REGISTRY_STORE": backend_store_uri,
-        "_MLFLOW_SERVER_ARTIFACT_ROOT": "mlflow-artifacts:/",
-        "_MLFLOW_SERVER_SERVE_ARTIFACTS": "true",
-        "_MLFLOW_SERVER_ARTIFACT_DESTINATION": str(artifacts) if artifacts is not None else ARTIFACTS_DEFAULT,
-        "_MLFLOW_SGI_NAME": "uvicorn",
-        "_MLFLOW_SERVER_BOOT_ID": uuid.uuid4().hex,
-        "_MLFLOW_IN_JOB_EXECUTOR": "false",
-        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",
-        "MLFLOW_SERVER_ALLOWED_HOSTS": ",".join(hosts or LOOPBACK),
-    }
-
-
 def start(
     backend_store_uri: str, host: str, port: int, artifacts: Path | None = None, allow: Sequence[str] = ()
 ) -> subprocess.Popen:
     """The server on ``host:port``; ``allow``: Host headers it answers besides its own (see the module doc)."""
-    env = {**os.environ, **settings(backend_store_uri, artifacts, allowed_hosts(host, port, allow))}
-    return subprocess.Popen(command(host, port), env=env, stdin=subprocess.PIPE)
+    cmd = command(backend_store_uri, host, port, artifacts, allowed_hosts(host, port, allow))
+    # a group of its own: the launcher and its uvicorn child are stopped (or killed) together
+    return subprocess.Popen(cmd, env=environment(dict(os.environ)), stdin=subprocess.PIPE, start_new_session=True)
 
 
 def wait_healthy(url: str, server: subprocess.Popen, timeout_s: float = 180.0) -> bool:
@@ -126,17 +112,26 @@ def healthy(url: str, timeout_s: float = 5.0) -> bool:
 
 def unanswered(uri: str | None) -> bool:
     """An ``http(s)://`` tracking URI whose server does not answer (other URIs: False)."""
-    return bool(uri) and uri.startswith(("http://", "https://")) and not healthy(uri)
+    return uri is not None and uri.startswith(("http://", "https://")) and not healthy(uri)
 
 
 def stop(server: subprocess.Popen) -> None:
-    """End the server: SIGTERM (uvicorn shuts down in order), SIGKILL if it hangs."""
+    """End the server: SIGTERM (uvicorn shuts down in order), SIGKILL if it hangs; to its whole
+    process group when it leads one (:func:`start`: the launcher and its uvicorn child)."""
     if server.poll() is None:
-        server.terminate()
+        _signal(server, signal.SIGTERM)
         try:
             server.wait(timeout=15)
         except subprocess.TimeoutExpired:
-            server.kill()
+            _signal(server, signal.SIGKILL)
             server.wait()
     if server.stdin and not server.stdin.closed:
         server.stdin.close()
+
+
+def _signal(process: subprocess.Popen, signum: int) -> None:
+    with suppress(ProcessLookupError):
+        if os.getpgid(process.pid) == process.pid:  # a group's leader: the group
+            os.killpg(process.pid, signum)
+        else:
+            process.send_signal(signum)

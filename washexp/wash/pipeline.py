@@ -10,17 +10,18 @@ pinned refusal, external-writer abort, snapshot + WAL, atomic writes, deletes la
 Both tiers are judged in memory before anything is written: the quick tier's plan passes the
 operator and the gate, the washer proposes on the texts the judged quick plan leaves, its plan
 passes the same judges, and only then do both tiers' edits and the new keeps land as **one
-transaction** (``washexp.wash.apply``): all of it, or nothing. The store is locked for the whole
-wash. So a washer that raises leaves every ``*.md`` file byte-identical (the error propagates as
-one line), a blocked full tier keeps the quick tier's mechanical clean-up, and an interrupt or a
-crash at any point leaves the store as it was before the wash or as it is after it. A store file
-changed by anyone else after it was read (the washer too) aborts the apply.
+transaction** (``washexp.wash.store.apply``): all of it, or nothing. The store is locked for the whole
+wash. So a washer that raises leaves every ``*.md`` file byte-identical (the error propagates: a
+washer's failure as its one-line WashexpError), a blocked full tier keeps the quick tier's
+mechanical clean-up, and an interrupt or a crash at any point leaves the store as it was before
+the wash or as it is after it. A store file changed by anyone else after it was read (the washer
+too) aborts the apply.
 
 A washer's item on a file that is not a plain store file (``..md``, a symlink, a name the store
 does not have) is refused and named in the receipt; the rest of the plan goes on. A new keep with
-a bad target is refused and noted; the latest keep of a target wins (``washexp.wash.keeps``). A keep
+a bad target is refused and noted; the latest keep of a target wins (``washexp.wash.coalwash.keeps``). A keep
 carrying CoalWash's anchor binds its file: an item that would lose the anchor from every file the
-plan writes is refused and named (``washexp.wash.keep_gate``).
+plan writes is refused and named (``washexp.wash.coalwash.keep_gate``).
 
 What the operator may approve: the deletes, and the value drops the plan's deletes entail or
 the plan itself declares in ``approved_drops``. A drop neither entails nor declares (a rewrite
@@ -30,8 +31,8 @@ plan writes nothing and the receipt names the values it would have dropped; as C
 revises a blocked plan, the items whose own edit drops a value are then taken out (named in
 ``blocked``) and the rest is gated again.
 
-The quick tier leaves pinned files (``washexp.wash.pins``) alone (its items on them are dropped
-with a note). A washer's plan is checked for pins before any gate (``washexp.wash.pin_screen``,
+The quick tier leaves pinned files (``washexp.wash.coalwash.pins``) alone (its items on them are dropped
+with a note). A washer's plan is checked for pins before any gate (``washexp.wash.coalwash.pin_screen``,
 CoalWash's two tiers): an item on a file the user marked ``pinned`` refuses the whole wash with
 one ``PinnedPlan`` line naming the pinned files, before either tier writes anything; an item on
 a file whose pin cannot be cleared (an unclosed block ...) is refused alone and named, with a
@@ -50,15 +51,15 @@ from typing import Any
 
 from washexp.errors import WashexpError
 from washexp.hashing import sha256_bytes
-from washexp.wash import apply as transaction
-from washexp.wash import caliper, gate, gauge, quick
-from washexp.wash.files import decode, joined, md_name_problem, read_md_bytes
-from washexp.wash.keep_gate import anchor_refusals
-from washexp.wash.keeps import KEEPS, KeepsFile, dump, keep_problem, merged, read_keeps_file
-from washexp.wash.operators import Decision, Delete, Operator, Review
-from washexp.wash.pin_screen import screen
+from washexp.wash.coalwash import caliper, gate, gauge, quick
+from washexp.wash.coalwash.files import decode, joined, md_name_problem, read_md_bytes
+from washexp.wash.coalwash.keep_gate import anchor_refusals
+from washexp.wash.coalwash.keeps import KEEPS, KeepsFile, dump, keep_problem, merged, read_keeps_file
+from washexp.wash.coalwash.operators import Decision, Delete, Operator, Review
+from washexp.wash.coalwash.pin_screen import screen
 from washexp.wash.plan import Plan, PlanItem, apply_to_texts, split_lines
-from washexp.wash.scratch import scratch_dir
+from washexp.wash.store import apply as transaction
+from washexp.wash.store.scratch import scratch_dir
 from washexp.wash.washer import Keep, Proposal, Washer, target_of
 
 DELETE_OPS = ("delete", "delete-file")
@@ -169,7 +170,8 @@ def _judged(plan: Plan, files: dict[str, str], operator: Operator, gates: bool, 
         return plan
     # Blocked. As CoalWash's agent revises a blocked plan, the items whose own edit drops a value
     # are taken out and named; the rest is gated again, and blocked whole if it still drops one.
-    clean, blocked = [], {}
+    clean: list[PlanItem] = []
+    blocked: dict[str, dict] = {}  # approval key -> the drop or hazard
     for item in plan.items:
         alone = gate.check_store(files, apply_to_texts(files, Plan((item,), plan.approved_drops)), approved)
         if alone.passed:
@@ -209,15 +211,11 @@ def _unpinned(plan: Plan, files: dict[str, str]) -> Plan:
 
 
 def _propose(washer: Washer, files: dict[str, str], keeps: tuple[Keep, ...]) -> Proposal:
-    """The washer's proposal; anything it raises comes back as one line (a WashexpError as is)."""
-    try:
-        with scratch_dir("washer") as scratch:
-            return washer.propose(dict(files), keeps, scratch)
-    except WashexpError:
-        raise
-    except Exception as err:
-        first = (str(err).strip().splitlines() or [""])[0]
-        raise WasherError(f"washer {washer.name} failed: {type(err).__name__}: {first}".rstrip(": ")) from err
+    """The washer's proposal. A washer's failure is a WashexpError (its model's, its command's; a
+    plugin's is made one by ``washers.plugin``) and a failed round; anything else our own washers
+    raise is a bug, and propagates as one. Nothing is written before the proposal, either way."""
+    with scratch_dir("washer") as scratch:
+        return washer.propose(dict(files), keeps, scratch)
 
 
 def _confined(plan: Plan, files: dict[str, str], step: Step) -> Plan:
@@ -315,9 +313,9 @@ def _wash(tx: transaction.Transaction, washer: Washer | None, the_gauge, operato
     if change.writes or change.deletes:
         applied = tx.apply(change, seen)
         receipt.written, receipt.deleted = list(applied.written), list(applied.deleted)
-        for step, plan in ((q, quick_plan), (full, full_plan)):
-            if step is not None and plan is not None:
-                step.applied = [it.to_dict() for it in plan.items]
+        for step, judged in ((q, quick_plan), (full, full_plan)):
+            if step is not None and judged is not None:
+                step.applied = [it.to_dict() for it in judged.items]
     if receipt.applied:
         after = caliper.measure(store)
         gauge.save_state(store, the_gauge.after_wash(after, gauge.load_state(store)))

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from washexp.errors import ConfigError, WashexpError
 from washexp.registry import Registry, unknown_name
-from washexp.wash.gate import drops_between
+from washexp.wash.coalwash.gate import drops_between
 from washexp.wash.plan import Plan, PlanItem, apply_to_texts
 from washexp.wash.washer import Washer
 from washexp.wash.washers import plugin
@@ -69,7 +69,9 @@ def _plain(cfg: Mapping) -> dict[str, Any]:
     """A config node as a plain dict; a key left at ``???`` is reported, never passed on."""
     if isinstance(cfg, DictConfig):
         missing = sorted(OmegaConf.missing_keys(cfg))
-        data = {} if missing else OmegaConf.to_container(cfg, resolve=True)
+        container = {} if missing else OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(container, dict)  # a DictConfig's container is a dict
+        data = {str(k): v for k, v in container.items()}
     elif isinstance(cfg, Mapping):
         data = dict(cfg)
         missing = sorted(str(k) for k, v in data.items() if isinstance(v, str) and v == MISSING)

@@ -35,8 +35,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from washexp.errors import ConfigError
-from washexp.wash.apply import is_pinned
 from washexp.wash.plan import Plan, PlanItem, split_lines
+from washexp.wash.store.apply import is_pinned
 from washexp.wash.washer import Keep, Proposal, target_of
 from washexp.wash.washers import entailed_drops
 from washexp.wash.washers.coalwash_lines import Flag, check_passed, parse_flags, parse_verdicts
@@ -102,7 +102,8 @@ class CoalWashWasher:
             artifacts["coalwash.insider.txt"] = judged
             verdicts, bad = parse_verdicts(judged, flags)
             items_log += [{"line": d["line"], "outcome": "dropped", "why": f"insider: {d['why']}"} for d in bad]
-        items, new_keeps, checks = [], [], []
+        items, new_keeps = [], []
+        checks: list[str] = []
         taken: dict[str, list[Flag]] = {}
         for flag in flags:
             entry = {"flag": flag.n, "line": flag.line}

@@ -89,8 +89,12 @@ def parse_flags(text: str, files: dict[str, str]) -> tuple[list[Flag], list[dict
             dropped.append({"line": line, "why": why})
             continue
         whole = span.lower() == "all"
-        m = _RANGE.match(span)
-        start, end = (1, 1) if whole else (int(m.group(1)), int(m.group(2) or m.group(1)))
+        if whole:
+            start, end = 1, 1
+        else:
+            m = _RANGE.match(span)
+            assert m, span  # _flag_problem refused any other span
+            start, end = int(m.group(1)), int(m.group(2) or m.group(1))
         flags.append(Flag(len(flags) + 1, line, name, start, end, cls, reason, whole))
     return flags, dropped
 

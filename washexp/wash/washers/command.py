@@ -71,8 +71,8 @@ from pathlib import Path
 
 from washexp.errors import ConfigError
 from washexp.masking import is_secret
-from washexp.wash.apply import is_pinned
 from washexp.wash.plan import Plan, PlanItem, line_ending, split_lines
+from washexp.wash.store.apply import is_pinned
 from washexp.wash.washer import Keep, Proposal, target_of
 from washexp.wash.washers import WasherError, confine, entailed_drops
 
@@ -184,11 +184,13 @@ class _Capped:
         return self.kept.decode("utf-8", "replace") + tail
 
 
-def _collect(proc: subprocess.Popen, timeout_s: float) -> tuple[_Capped, _Capped, bool]:
+def _collect(proc: subprocess.Popen[bytes], timeout_s: float) -> tuple[_Capped, _Capped, bool]:
     """Read the launcher's stdout and stderr to their end, capped (the launcher holds both until
     it exits, whatever its program closes); past ``timeout_s`` tell it to stop (it ends every
     descendant), past ``GRACE_S`` more kill its group. ``True``: timed out."""
-    streams = {proc.stdout: _Capped(), proc.stderr: _Capped()}
+    assert proc.stdout is not None and proc.stderr is not None  # opened with both piped (WasherCommand)
+    out, err = proc.stdout.fileno(), proc.stderr.fileno()
+    streams = {out: _Capped(), err: _Capped()}  # by file descriptor
     deadline, timed_out = time.monotonic() + timeout_s, False
     with selectors.DefaultSelector() as sel:
         for pipe in streams:
@@ -206,10 +208,10 @@ def _collect(proc: subprocess.Popen, timeout_s: float) -> tuple[_Capped, _Capped
             for key, _ in sel.select(left):
                 chunk = os.read(key.fd, 65536)
                 if chunk:
-                    streams[key.fileobj].add(chunk)
+                    streams[key.fd].add(chunk)
                 else:
-                    sel.unregister(key.fileobj)
-    return streams[proc.stdout], streams[proc.stderr], timed_out
+                    sel.unregister(key.fd)
+    return streams[out], streams[err], timed_out
 
 
 def _strange_entries(copy: Path) -> list[str]:
@@ -321,11 +323,20 @@ class CommandWasher:
             "writable": [str(copy), str(tmp), *self.writable],
         }
         launcher = [sys.executable, "-I", str(confine.__file__), json.dumps(spec), "--", *argv]
-        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
-        proc = subprocess.Popen(launcher, cwd=copy, env=env, start_new_session=True, **pipes)
+        proc = subprocess.Popen(
+            launcher,
+            cwd=copy,
+            env=env,
+            start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        stdin = proc.stdin
+        assert stdin is not None  # piped, above
         try:
             out, err, timed_out = _collect(proc, self.timeout_s)
-            proc.stdin.close()  # a launcher still waiting ends its program and every descendant
+            stdin.close()  # a launcher still waiting ends its program and every descendant
             code = proc.wait(timeout=GRACE_S)
         finally:
             if proc.poll() is None:
@@ -333,7 +344,8 @@ class CommandWasher:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             for pipe in (proc.stdin, proc.stdout, proc.stderr):
-                pipe.close()
+                if pipe is not None:  # never: all three piped
+                    pipe.close()
         stdout, stderr = out.text(), err.text()
         arts = {STDOUT: stdout, STDERR: stderr}
         if timed_out:

@@ -260,10 +260,10 @@ def seccomp_filter(arch: str) -> bytes:
     """The BPF program (``struct sock_filter[]``) for ``arch``; ``KeyError`` for one we have no table of."""
     calls, audit = SYSCALLS[arch], AUDIT_ARCH[arch]
     denied = sorted(nr for name, nr in calls.items() if name not in SPECIAL)
-    prog: list[tuple[int, int | str, int | str, int]] = []  # (code, jt, jf, k); jt/jf may be labels
+    prog: list[tuple[int | str, int | str, int | str, int]] = []  # (code, jt, jf, k); jt/jf may name labels
 
     def label(name: str) -> None:
-        prog.append(("label", name, 0, 0))  # type: ignore[arg-type]
+        prog.append(("label", name, 0, 0))  # a place, not an instruction
 
     prog.append((LD_W_ABS, 0, 0, 4))  # seccomp_data.arch
     prog.append((JEQ_K, 0, "kill", audit))
@@ -292,7 +292,8 @@ def seccomp_filter(arch: str) -> bytes:
     label("kill")
     prog.append((RET_K, 0, 0, RET_KILL_PROCESS))
 
-    where, n = {}, 0
+    where: dict[int | str, int] = {}
+    n = 0
     for ins in prog:
         if ins[0] == "label":
             where[ins[1]] = n

@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from washexp.wash.apply import is_pinned
 from washexp.wash.plan import Plan, PlanItem, split_lines
+from washexp.wash.store.apply import is_pinned
 from washexp.wash.washer import Keep, Proposal
 from washexp.wash.washers.model import Meter, WasherModel, fill, prompt, prompt_digests
 

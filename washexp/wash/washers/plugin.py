@@ -37,7 +37,7 @@ def factory(target: str) -> Any:
     """The object ``target`` names; one line naming it when it cannot be loaded."""
     try:
         made = load(target)
-    except Exception as err:
+    except Exception as err:  # the plugin boundary: importing a third party's module, any failure its config's
         raise ConfigError(f"washer.target={target}: cannot load it: {type(err).__name__}: {_line(err)}") from None
     if not callable(made):
         raise ConfigError(f"washer.target={target}: is a {type(made).__name__}, not a factory")
@@ -50,7 +50,7 @@ def build(target: str, make, kwargs: dict[str, Any]):
         washer = make(**kwargs)
     except ConfigError:
         raise
-    except Exception as err:
+    except Exception as err:  # the plugin boundary: its factory's failure is its config's
         raise ConfigError(f"washer.target={target}: the factory raised {type(err).__name__}: {_line(err)}") from None
     if not callable(getattr(washer, "propose", None)):
         kind = type(washer).__name__
@@ -77,7 +77,7 @@ class Guarded:
             proposal = self._washer.propose(files, keeps, scratch)
         except WashexpError:
             raise
-        except Exception as err:
+        except Exception as err:  # the plugin boundary: a third party's washer failing is a failed round
             raise WasherError(f"{where}: {type(err).__name__}: {_line(err)}") from None
         if not isinstance(proposal, Proposal):
             raise WasherError(f"{where}: propose() returned {type(proposal).__name__}, expected a Proposal")
@@ -90,7 +90,8 @@ def provenance(target: str, make, dist=None) -> dict[str, Any]:
         names = metadata.packages_distributions().get(target.partition(":")[0].partition(".")[0], [])
         dist = metadata.distribution(names[0]) if names else None
     try:
-        source = inspect.getsourcefile(inspect.getmodule(make)) or ""
+        module = inspect.getmodule(make)
+        source = (inspect.getsourcefile(module) if module else None) or ""
         digest = hashlib.sha256(Path(source).read_bytes()).hexdigest() if source else None
     except (TypeError, OSError):
         digest = None

@@ -52,10 +52,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from washexp.errors import ConfigError
-from washexp.wash.apply import is_pinned
-from washexp.wash.inventory import token_lists
+from washexp.wash.coalwash.inventory import token_lists
+from washexp.wash.coalwash.quick import protected_lines
 from washexp.wash.plan import Plan, PlanItem, line_ending, split_lines
-from washexp.wash.quick import protected_lines
+from washexp.wash.store.apply import is_pinned
 from washexp.wash.washer import Keep, Proposal, target_of
 from washexp.wash.washers import entailed_drops
 
@@ -293,8 +293,8 @@ def marker_edits(doc: Doc, free: Iterable[int]) -> list[Edit]:
         text = unit.text(doc)
         if i in done_section or _DONE_RX.search(text):
             edits.append(Edit(doc.name, unit.lo, unit.hi, "done-point-in-time", "explicit done marker", unit=unit))
-        elif _SUPERSEDED_RX.search(text):
-            marker = _SUPERSEDED_RX.search(text).group(0)
+        elif superseded := _SUPERSEDED_RX.search(text):
+            marker = superseded.group(0)
             edits.append(Edit(doc.name, unit.lo, unit.hi, "superseded", f"superseded marker {marker!r}", unit=unit))
         elif _STRUCK.search(text):
             edits += _struck_edits(doc, unit)
@@ -404,7 +404,8 @@ def padding_edits(doc: Doc, free: Iterable[int]) -> list[Edit]:
         unit = doc.units[i]
         for j in range(unit.lo, unit.hi + 1):
             line = doc.content[j]
-            lead = _LIST.match(line).group(1) if j == unit.lo and unit.kind == "item" else ""
+            item = _LIST.match(line) if j == unit.lo and unit.kind == "item" else None
+            lead = item.group(1) if item else ""
             if not lead:
                 lead = line[: len(line) - len(line.lstrip())]
             parts = sentences(line[len(lead) :])

@@ -1,0 +1,149 @@
+"""``washexp export --bundle`` then ``washexp verify``: a record recomputed from its bundle agrees
+(exit 0); one flipped artifact byte, one changed table value, a path leaving the bundle or a
+symlink in it is named (exit 1); no record is a usage error (exit 2). Real sweep, real store."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from washexp.cli import main as washexp
+from washexp.verify import main as verify
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Path:
+    store = tmp_path_factory.mktemp("store")
+    run_cli(["-m", "method=S", "topn=0,1", "task=[backup,refactor]"], store, env={"CI": "1"}, premade=True)
+    out = store / "results"
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    assert washexp(["export", "--bundle", "--tracking-uri", uri, "--out", str(out)]) == 0
+    (record,) = out.glob("*.json")
+    assert record.with_suffix(".bundle").is_dir()
+    return record
+
+
+@pytest.fixture
+def copy(exported: Path, tmp_path: Path) -> Path:
+    """A copy of the record, its markdown and its bundle, to break."""
+    for path in exported.parent.glob(exported.stem + "*"):
+        (shutil.copytree if path.is_dir() else shutil.copy)(path, tmp_path / path.name)
+    return tmp_path / exported.name
+
+
+def test_a_bundled_record_verifies(exported, capsys):
+    assert verify([str(exported)]) == 0
+    assert capsys.readouterr().out.startswith(f"verified {exported}")
+    assert verify([str(exported.with_suffix(".md"))]) == 0
+
+
+def test_one_flipped_artifact_byte_is_named(copy, capsys):
+    table = sorted(copy.with_suffix(".bundle").glob("runs/*/retention.json"))[0]
+    data = bytearray(table.read_bytes())
+    data[10] ^= 1
+    table.write_bytes(bytes(data))
+    assert verify([str(copy)]) == 1
+    err = capsys.readouterr().err
+    run = table.parent.name
+    assert re.search(rf"bundle artifact {run}/retention.json: sha256 [0-9a-f]{{64}} is not the manifest's", err), err
+
+
+def test_one_changed_table_value_is_named(copy, capsys):
+    record = json.loads(copy.read_text())
+    key = next(
+        k for k, t in record["tables"].items() if t["rows"] and isinstance(t["rows"][-1].get("retention"), float)
+    )
+    row = record["tables"][key]["rows"][-1]
+    arm, was = row["arm"], row["retention"]
+    row["retention"] = round(was + 0.1, 3)
+    copy.write_text(json.dumps(record, indent=1))
+    assert verify([str(copy)]) == 1
+    out = capsys.readouterr().out
+    assert f"tables {key} {arm!r} retention: record {row['retention']}, recomputed {was}" in out, out
+
+
+def test_a_changed_markdown_cell_is_named(copy, capsys):
+    md = copy.with_suffix(".md")
+    text = md.read_text()
+    first = re.search(r"\| (\d\.\d{3}) \|", text)
+    md.write_text(text.replace(first.group(0), "| 9.999 |", 1))
+    assert verify([str(copy)]) == 1
+    assert "9.999" in capsys.readouterr().out
+
+
+def test_a_run_id_leaving_the_bundle_is_refused(copy, capsys):
+    runs = copy.with_suffix(".bundle") / "runs.json"
+    doc = json.loads(runs.read_text())
+    col = doc["columns"].index("run_id")
+    doc["rows"][0][col] = "../../escape"
+    runs.write_text(json.dumps(doc))
+    assert verify([str(copy)]) == 1
+    assert "run id '../../escape' is not a run id (a path?): refused" in capsys.readouterr().err
+
+
+def test_a_symlinked_artifact_is_not_followed(copy, capsys, tmp_path):
+    table = sorted(copy.with_suffix(".bundle").glob("runs/*/retention.json"))[0]
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(table.read_bytes())  # the same bytes: only the link itself is wrong
+    table.unlink()
+    table.symlink_to(outside)
+    assert verify([str(copy)]) == 1
+    assert "a symlink (never followed): refused" in capsys.readouterr().err
+
+
+def test_no_record_or_no_bundle_is_a_usage_error(copy, tmp_path, capsys):
+    assert verify([str(tmp_path / "missing.json")]) == 2
+    (tmp_path / "x.json").write_text("[1]")
+    assert verify([str(tmp_path / "x.json")]) == 2
+    shutil.rmtree(copy.with_suffix(".bundle"))
+    assert verify([str(copy)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 3 and "no bundle there" in lines[-1], lines
+
+
+def test_a_record_kept_under_another_name_verifies_and_its_plots_links_are_checked(copy, capsys):
+    """A record renamed with its files (``...-baselines-...``, its plot links renamed with it) is
+    recomputed under the name it has; a plot link left with the old name is a difference."""
+    new = copy.stem.replace("compaction-", "compaction-renamed-", 1)
+    for path in copy.parent.glob(copy.stem + "*"):
+        path.rename(path.with_name(path.name.replace(copy.stem, new)))
+    md = copy.with_name(new + ".md")
+    text = md.read_text()
+    assert copy.stem in text  # the plots' links
+    md.write_text(text.replace(copy.stem, new))
+    assert verify([str(copy.with_name(new + ".json"))]) == 0
+    md.write_text(text.replace(copy.stem, new, 1))  # one link still names the old file
+    assert verify([str(copy.with_name(new + ".json"))]) == 1
+    assert "line" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def wash_exported(tmp_path_factory) -> Path:
+    store = tmp_path_factory.mktemp("wash-store")
+    run_cli(["-m", "benchmark=wash", "measurement=ceiling", "wash.measurement.arms=[off]"], store, premade=True)
+    out = store / "results"
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    assert washexp(["export", "--bundle", "--experiment", "wash", "--tracking-uri", uri, "--out", str(out)]) == 0
+    (record,) = out.glob("wash-*.json")
+    return record
+
+
+def test_a_wash_record_verifies_from_its_bundle_and_a_flipped_byte_is_named(wash_exported, tmp_path, capsys):
+    """A wash record reads its runs' rows and JSON artifacts (rounds, muscle, final score): its
+    bundle holds both, and a changed artifact is named."""
+    assert verify([str(wash_exported)]) == 0
+    for path in wash_exported.parent.glob(wash_exported.stem + "*"):
+        (shutil.copytree if path.is_dir() else shutil.copy)(path, tmp_path / path.name)
+    rounds = sorted((tmp_path / wash_exported.with_suffix(".bundle").name).glob("runs/*/rounds.json"))
+    assert rounds, "the bundle holds the rounds the record read"
+    data = bytearray(rounds[0].read_bytes())
+    data[5] ^= 1
+    rounds[0].write_bytes(bytes(data))
+    capsys.readouterr()
+    assert verify([str(tmp_path / wash_exported.name)]) == 1
+    assert f"bundle artifact {rounds[0].parent.name}/rounds.json: sha256" in capsys.readouterr().err

@@ -1,0 +1,1 @@
+"""The compaction records: what `washexp export` writes from the runs, and what `washexp compare` reads."""

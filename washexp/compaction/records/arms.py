@@ -1,0 +1,378 @@
+"""The compaction record: arms by cohort, tasks by arm, paired intervals, plots, run ids.
+
+Arm rows are the arm runs' own cohort metrics (``primary/retention``...); per-task cells and
+the bootstrap read the condition runs. A failed condition counts 0 and stays in, as in the
+study's aggregation; an unmeasured value is ``n/a``, never 0. A condition that failed because a
+context was longer than the model's window (the endpoint's own refusal) is such a 0 too, but
+counted apart and shown as ``OVER WINDOW``: a property of the model, not a broken run.
+Preflight-phase runs are listed apart and enter no other table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pandas as pd
+
+from washexp.compaction.records import closed as record_closed
+from washexp.compaction.records import cycles as record_cycles
+from washexp.compaction.records import loss as record_loss
+from washexp.compaction.records import notes as record_notes
+from washexp.compaction.records import tables as record_tables
+from washexp.compaction.records import variance as record_variance
+from washexp.compaction.records.data import compare_data
+from washexp.compaction.records.runs import metric, provenance_head, study_runs, topn_of, unique, value
+from washexp.export import bootstrap, plots, selection
+from washexp.export.records import Column, Plot, Record, Table
+from washexp.export.run_facts import run_facts
+from washexp.models.base import OverWindow
+from washexp.tokens import TOKENIZER
+
+COHORTS = ("primary", "control")
+OVER_WINDOW = OverWindow.__name__
+"""The error type of a condition the endpoint refused for its length."""
+REFERENCE_HEADLINE = (
+    "Offline reference backend: a labelled deterministic baseline (extractive S and H, BM25 Jev "
+    "ranking, no reader), not a model result. Its retention says which facts survive compaction "
+    "mechanically; no fact was answered or graded."
+)
+
+
+def build(runs: pd.DataFrame, options) -> list[Record]:
+    """The study's record per model, and the cycles record per model where ``measurement=cycles``
+    runs exist (:mod:`washexp.compaction.records.cycles`)."""
+    cycles = record_cycles.build(runs, options) if record_cycles.has_cycles(runs) else []
+    arms = selection.parents(runs, "arm", model=options.model, sweeps=options.sweeps, until=options.date)
+    if cycles and arms.empty:  # a cycles sweep alone: its record, not "no arm runs match"
+        return cycles
+    return _study(runs, options) + cycles
+
+
+def _study(runs: pd.DataFrame, options) -> list[Record]:
+    study = study_runs(runs, model=options.model, sweeps=options.sweeps, until=options.date)
+    records = []
+    for model, arms in study.arms.groupby("model", sort=True):
+        conds = study.conditions[study.conditions["arm_run_id"].isin(arms["run_id"])]
+        record = _record(arms, conds, tuple(study.notes.get(model, ())), options.experiment, options.uri)
+        final = arms[arms["phase"] == "final"]
+        record = _with_closed_book(record, final, conds, options.uri)
+        records.append(dataclasses.replace(record, data=compare_data(final, conds, options.uri)))
+    return records
+
+
+def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], experiment: str, uri: str) -> Record:
+    final = arms[arms["phase"] == "final"]
+    pre = arms[arms["phase"] != "final"]
+    fconds = conds[conds["arm_run_id"].isin(final["run_id"])]
+    first = arms.iloc[0]
+    model, platform = first["model"], first["params.platform"]
+    reference = first["params.backend"] == "reference"
+    measured = bool(metric(fconds, "fact_accuracy").notna().any())
+    score = "fact_accuracy" if measured else "retention"
+    score_name = "fact accuracy" if measured else "retention"
+    not_measured = "n/a — reference model has no reader" if reference else "n/a — not measured"
+    cohort_of = dict(zip(fconds["task"], fconds["cohort"], strict=True))
+    n_tasks = {c: sum(v == c for v in cohort_of.values()) for c in COHORTS}
+
+    times = pd.concat([arms["end_time"], conds["end_time"], arms["start_time"]]).dropna()
+    date = times.max().tz_convert("UTC").strftime("%Y-%m-%d")
+    per_task = record_variance.nested_scores(fconds, uri, score)
+    has_full = "Full" in set(final["label"])
+
+    notes = [
+        REFERENCE_HEADLINE
+        if reference
+        else f"Model {model} (tier {first['params.tier']}, platform {platform}): fact accuracy from "
+        f"its reader's answers, graded by strict type-exact JSON equality."
+    ]
+    if first["params.backend"] == "local":
+        notes.append(
+            f"A small model served on this machine ({model}, {first['params.tier']}): the record shows that the "
+            "harness measures a real model end to end (real summaries, rankings and answers, graded as the study "
+            "grades them); it says nothing about how a larger model would score."
+        )
+    notes.append(
+        "Tasks weigh equally within a cohort; primary and control cohorts are reported "
+        "separately; a failed condition counts as 0 and stays in the denominator."
+    )
+    notes.append(
+        f"n is small: {n_tasks['primary']} primary and {n_tasks['control']} control tasks. "
+        f"Intervals are 95% paired percentile intervals, tasks paired between arms ({bootstrap.describe()}); "
+        "with this few tasks they are coarse and likely too narrow. Read them as rough ranges, not as tests."
+    )
+    if not measured:
+        notes.append(f"Fact accuracy and all-fields-correct: {not_measured} (never counted as 0).")
+    if not has_full:
+        notes.append("No Full arm among the covered runs: comparisons with Full are left out.")
+    if len(pre):
+        notes.append(f"{len(pre)} preflight-phase arm run(s) are listed apart and enter no other table.")
+    over = _over_window(fconds)
+    if over.any():
+        notes.append(
+            f"{int(over.sum())} of {len(fconds)} conditions are over the model's window: the endpoint refused "
+            "a context longer than its window (its message is the run's error). They score 0 and stay in "
+            "the denominator, counted apart from other failures (OVER WINDOW in the per-task tables)."
+        )
+    notes += record_notes.task_set_notes(fconds)
+    notes += list(left_out)
+    planned = int(first["params.generations"])
+    generations = record_tables.generations_table(
+        fconds, planned, "Distinct: different values among the generations that produced one (H: accepted or not)."
+    )
+    notes += record_notes.generation_notes(generations.rows, planned)
+    notes += record_notes.count_notes(final, measured)
+    notes += record_notes.method_notes(arms, reference)
+
+    api = record_tables.api_by_arm(fconds)
+    over_by = fconds[over].groupby(["label", "cohort"]).size().to_dict()
+    cost = record_tables.cost_by_arm(fconds)
+    tables = [record_tables.arm_table(final, c, api, "n/a", over_by, cost) for c in COHORTS if n_tasks[c]]
+
+    def task_table(key: str, title: str, digits: int = 3) -> Table:
+        return record_tables.per_task_table(fconds, final, key, title, digits, over)
+
+    cells = record_loss.arm_cells(final, fconds, uri)
+    tables.append(record_loss.loss_table(cells))
+    tables.append(task_table("retention", "Retention per task"))
+    if measured:
+        tables.append(task_table("fact_accuracy", "Fact accuracy per task"))
+        tables.append(task_table("api_input_tokens", "Mean API input tokens per task", 1))
+    tables.append(task_table("input_tokens", "Mean input tokens per task (local Qwen)", 1))
+    tables.append(task_table("units_kept", "Units kept per task (mean)", 1))
+    tables.append(generations)
+    tables.append(record_tables.invalid_table(fconds))
+    tables.append(record_tables.failed_contexts_table(fconds))
+    tables += _interval_tables(per_task, cohort_of, final, score_name)
+    repeats = record_variance.repeats_table(final)
+    if repeats is not None:
+        tables.append(repeats)
+    tables.append(_preflight_table(pre))
+
+    stem = f"compaction-{platform}-{date}"
+    record_plots = _plots(final, score, score_name, stem, n_tasks) + _loss_plot(cells, stem)
+    provenance = {
+        **provenance_head(arms, date, experiment),
+        "roles": _roles(arms),
+        "generations per task (planned; distinct counts in the generations table)": int(first["params.generations"]),
+        "H implementation": unique(arms[arms["method"] == "H"], "params.h_label"),
+        "answers per context": int(first["params.answers_per_context"]),
+        "tokenizer": TOKENIZER,
+        "fixtures sha256 (task folder tree digest)": _fixtures(conds),
+        "sweeps (overrides)": selection.sweeps(arms["sweep"], arms["overrides"]),
+        **run_facts(arms),
+    }
+    plugins = unique(arms, "params.plugin")
+    if plugins:  # what each plugin arm was built from: target, args, package, version, source
+        provenance["plugin methods (spec)"] = [json.loads(p) for p in plugins]
+    return Record(
+        topic="compaction",
+        platform=platform,
+        date=date,
+        title=f"Compaction study: {model} ({platform}), {date}",
+        provenance=provenance,
+        notes=tuple(notes),
+        tables=tuple(tables),
+        plots=record_plots,
+        appendix=(_runs_table(arms, conds),),
+    )
+
+
+def _with_closed_book(record: Record, final: pd.DataFrame, conds: pd.DataFrame, uri: str) -> Record:
+    """The closed-book arm's note (its fact accuracy beside Full's) and per-field table, after the arms."""
+    measured = bool(metric(conds, "fact_accuracy").notna().any())
+    notes, table = record_closed.closed_book(final, conds[conds["arm_run_id"].isin(final["run_id"])], uri, measured)
+    if not notes:
+        return record
+    tables = list(record.tables)
+    if table is not None:
+        at = next(i for i, t in enumerate(tables) if not t.key.startswith("arms_"))
+        tables.insert(at, table)
+    return dataclasses.replace(record, notes=(*record.notes, *notes), tables=tuple(tables))
+
+
+def _over_window(conds: pd.DataFrame) -> pd.Series:
+    """Which failed conditions the endpoint refused as longer than the model's window."""
+    error = conds.get("tags.washexp.error_type", pd.Series(None, index=conds.index, dtype=object))
+    return (conds["status"] == "FAILED") & (error == OVER_WINDOW)
+
+
+def _interval_tables(
+    per_task: dict[str, bootstrap.Nested], cohort_of: dict[str, str], final: pd.DataFrame, score_name: str
+) -> list[Table]:
+    arms = final.sort_values("order", kind="stable")
+    full = arms[arms["method"] == "full"]["label"].tolist()
+    pairs = [(lb, full[0]) for lb in arms[arms["method"] != "full"]["label"]] if full else []
+    label = {
+        (m, topn_of(n)): lb for m, n, lb in zip(arms["method"], arms["topn"], arms["label"], strict=True) if m != "full"
+    }
+    pairs_sh = [(label["S", n], label["H", n]) for (m, n) in sorted(label) if m == "S" and ("H", n) in label]
+    out = []
+    for key, title, todo in (
+        ("vs_full", f"Each arm against Full ({score_name})", pairs),
+        ("s_vs_h", f"S against H at each N ({score_name})", pairs_sh),
+    ):
+        rows = []
+        for cohort in COHORTS:
+            for a, b in todo:
+                ia = {t: v for t, v in per_task.get(a, {}).items() if cohort_of.get(t) == cohort}
+                iv = bootstrap.hierarchical(ia, per_task.get(b, {}))
+                if iv:
+                    rows.append(
+                        {
+                            "cohort": cohort,
+                            "a": a,
+                            "b": b,
+                            "n_tasks": iv.n,
+                            "mean_a": iv.mean_a,
+                            "mean_b": iv.mean_b,
+                            "diff": iv.diff,
+                            "ci_low": iv.low,
+                            "ci_high": iv.high,
+                        }
+                    )
+        columns = (
+            Column("cohort", "cohort"),
+            Column("a", "A"),
+            Column("b", "B"),
+            Column("n_tasks", "n tasks"),
+            Column("mean_a", "mean A"),
+            Column("mean_b", "mean B"),
+            Column("diff", "A − B", lambda r: f"{r['diff']:+.3f}"),
+            Column("ci_low", "95% interval", lambda r: f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"),
+        )
+        out.append(
+            Table(
+                key,
+                title,
+                columns,
+                tuple(rows),
+                note=f"Paired over the tasks both arms ran; {bootstrap.describe()}. n is small, so the interval "
+                "is rough.",
+            )
+        )
+    return out
+
+
+def _preflight_table(pre: pd.DataFrame) -> Table:
+    rows = [
+        {
+            "arm": a["label"],
+            "run_id": a["run_id"],
+            "sweep": a["sweep"],
+            **{
+                f"{c}/{k}": value(a, f"{c}/{k}")
+                for c in COHORTS
+                for k in ("tasks", "retention", "fact_accuracy", "failed")
+            },
+        }
+        for _, a in pre.iterrows()
+    ]
+    columns = (
+        Column("arm", "arm"),
+        Column("run_id", "arm run"),
+        Column("sweep", "sweep"),
+        *(
+            Column(f"{c}/{k}", f"{c} {k.replace('_', ' ')}")
+            for c in COHORTS
+            for k in ("tasks", "retention", "fact_accuracy", "failed")
+        ),
+    )
+    return Table(
+        "preflight",
+        "Preflight runs (phase=preflight, not in the tables above)",
+        columns,
+        tuple(rows),
+        note="Format preflights: kept for the record, never counted in final metrics. "
+        "Their answers are in each condition run's answers/ and grades.json.",
+    )
+
+
+def _runs_table(arms: pd.DataFrame, conds: pd.DataFrame) -> Table:
+    rows = [
+        {"arm": a["label"], "phase": a["phase"], "task": "(arm)", "status": a["status"], "run_id": a["run_id"]}
+        for _, a in arms.iterrows()
+    ]
+    phase = dict(zip(arms["run_id"], arms["phase"], strict=True))
+    rows += [
+        {
+            "arm": c["label"],
+            "phase": phase[c["arm_run_id"]],
+            "task": c["task"],
+            "status": c["status"],
+            "run_id": c["run_id"],
+        }
+        for _, c in conds.sort_values("order", kind="stable").iterrows()
+    ]
+    columns = tuple(Column(k, k) for k in ("arm", "phase", "task", "status", "run_id"))
+    return Table("runs", f"MLflow run ids behind every number ({len(rows)} runs)", columns, tuple(rows))
+
+
+def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks) -> tuple[Plot, ...]:
+    cohorts = [c for c in COHORTS if n_tasks[c]]
+    if final.empty or not cohorts:
+        return ()
+    by_cohort: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    full: dict[str, float] = {}
+    points: dict[str, list[tuple[str, int | None, float, float]]] = {}
+    for c in cohorts:
+        series: dict[str, list[tuple[int, float]]] = {
+            m: [] for m in dict.fromkeys(["S", "H", *final["method"]]) if m not in ("full", "none")
+        }
+        points[c] = []
+        for _, a in final.iterrows():
+            v, tokens = value(a, f"{c}/{score}"), value(a, f"{c}/input_tokens")
+            if v is None:
+                continue
+            n = topn_of(a["topn"])
+            if a["method"] in series and n is not None:  # only Full and the closed book have no N
+                series[a["method"]].append((n, v))
+            if a["method"] == "full":
+                full[c] = v
+            if tokens is not None:
+                points[c].append((a["method"], topn_of(a["topn"]), tokens, v))
+        by_cohort[c] = {m: sorted(p) for m, p in series.items()}
+    return (
+        Plot(
+            f"{stem}-{score}-vs-n.png",
+            f"{score_name} against Top N, S and H; Full as a dashed line",
+            plots.score_vs_n(by_cohort, full, score_name, f"{score_name.capitalize()} against Top N, by cohort"),
+        ),
+        Plot(
+            f"{stem}-tokens-vs-{score}.png",
+            f"mean input tokens against {score_name}, one point per arm",
+            plots.tokens_vs_score(points, score_name, f"Input tokens against {score_name}, one point per arm"),
+        ),
+    )
+
+
+def _loss_plot(cells: list[record_loss.ArmCells], stem: str) -> tuple[Plot, ...]:
+    """Compaction loss against reading loss, one point per arm with a reader (none without one)."""
+    points = record_loss.loss_points(cells)
+    if not points:
+        return ()
+    return (
+        Plot(
+            f"{stem}-compaction-vs-reading-loss.png",
+            "compaction loss (dropped and missed) against reading loss (kept but missed), one point per arm",
+            plots.loss_scatter(points, "Where facts were lost: compaction loss against reading loss, by cohort"),
+        ),
+    )
+
+
+def _roles(arms: pd.DataFrame) -> dict:
+    """The backend's spec and every role any covered arm called (each arm logs only its own)."""
+    out: dict = {}
+    for text in sorted({str(v) for v in arms["params.roles"].dropna()}):
+        spec = json.loads(text)
+        out = {**out, **spec, "roles": {**out.get("roles", {}), **spec.get("roles", {})}}
+    return out
+
+
+def _fixtures(conds: pd.DataFrame) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for task, group in conds.groupby("task", sort=True):
+        digests = unique(group, "fixture_sha256")  # absent when every run of the task failed
+        shown = ", ".join(digests) or "n/a (no finished run)"
+        out[str(task)] = shown + (" (differs between runs!)" if len(digests) > 1 else "")
+    return out

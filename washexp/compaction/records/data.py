@@ -1,0 +1,35 @@
+"""The compaction record's machine tables, read by ``washexp compare``: per condition its task
+scores, and per field whether it was retained (the fraction of generations whose context kept
+every needle of the field). A finished condition without its ``retention.json`` table is an error,
+never a record without fields."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from washexp.compaction.records.runs import score
+from washexp.tracking.reader import load_table
+
+
+def compare_data(final: pd.DataFrame, conds: pd.DataFrame, uri: str) -> dict[str, list]:
+    conds = conds[conds["arm_run_id"].isin(final["run_id"])]
+    tasks = [
+        {
+            "arm": c["label"],
+            "cohort": c["cohort"],
+            "task": c["task"],
+            "failed": c["status"] == "FAILED",
+            "retention": score(c, "retention"),
+            "fact_accuracy": score(c, "fact_accuracy"),
+        }
+        for _, c in conds.sort_values(["order", "task"], kind="stable").iterrows()
+    ]
+    fields = []
+    finished = conds[conds["status"] == "FINISHED"]  # a failed condition wrote no table: its task row says so
+    if len(finished):
+        table = load_table(uri, "retention.json", list(finished["run_id"]))
+        label = dict(zip(finished["run_id"], finished["label"], strict=True))
+        table = table.assign(arm=table["run_id"].map(label), retained=table["retained"].astype(float))
+        grouped = table.groupby(["arm", "task", "field"], sort=True)["retained"].mean()
+        fields = [{"arm": a, "task": t, "field": f, "retained": r} for (a, t, f), r in grouped.items()]
+    return {"compaction_tasks": tasks, "compaction_fields": fields}

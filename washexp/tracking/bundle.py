@@ -1,0 +1,170 @@
+"""A record's bundle: the runs and artifacts a record reads, as a folder beside it, read the way
+the tracking store is read (``bundle:<folder>`` stands where a store URI goes).
+
+Layout of ``results/<stem>.bundle/`` (a folder, not a tar: each file diffs and reads on its own in
+git, and there is no archive format to parse from untrusted input)::
+
+    bundle.json                    schema, the export options the record was built with
+    runs.json                      the runs table (columns, dtypes, rows) of the record's sweeps;
+                                   its ``washexp.sha256.*`` tags are each run's manifest
+    runs/<run_id>/<table>.json     each table the record reads, byte for byte
+
+Everything here is untrusted input: run ids are hex, file names are the code's own, no symlink is
+followed, sizes are capped, and every table is checked against its run's manifest before use (the
+``washexp.sha256.<file>`` tags the writer mirrors from ``manifest.json``; the manifest file itself,
+16 kB of fixture and source digests per run, stays in the store: the bundle keeps what the record
+reads).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from washexp.errors import ConfigError, WashexpError
+from washexp.hashing import sha256_bytes
+
+SCHEMA = 1
+PREFIX = "bundle:"
+"""A tracking URI of this form reads a bundle folder instead of a store."""
+INFO = "bundle.json"
+RUNS = "runs.json"
+TAG = "tags.washexp.sha256."
+"""A run's manifest, as its tags mirror it: ``washexp.sha256.<file>`` is the file's digest."""
+RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
+FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+"""An artifact the bundle may hold: a plain name in the run's folder (no ``/``, no ``..``)."""
+MAX_FILE = 32 * 1024 * 1024
+MAX_RUNS = 128 * 1024 * 1024
+
+
+class BundleMismatch(WashexpError):
+    """A bundle file that is not what its manifest says (or is missing, or unsafe)."""
+
+
+def is_bundle(uri: str | None) -> bool:
+    return isinstance(uri, str) and uri.startswith(PREFIX)
+
+
+def folder(uri: str) -> Path:
+    return Path(uri.removeprefix(PREFIX))
+
+
+def read_safe(root: Path, parts: tuple[str, ...], cap: int = MAX_FILE) -> bytes:
+    """The bytes of ``root/parts...``: every part a plain name, no part a symlink, a regular file
+    of at most ``cap`` bytes. Anything else is a :class:`BundleMismatch` naming the path."""
+    rel = "/".join(parts)
+    for part in parts:
+        if part in ("", ".", "..") or "/" in part or "\\" in part or "\0" in part:
+            raise BundleMismatch(f"bundle path {rel!r} leaves its folder: refused")
+    path = root
+    for part in parts:
+        path = path / part
+        try:
+            st = os.lstat(path)
+        except OSError:
+            raise BundleMismatch(f"bundle artifact {rel}: missing") from None
+        if stat.S_ISLNK(st.st_mode):
+            raise BundleMismatch(f"bundle artifact {rel}: a symlink (never followed): refused")
+    if not stat.S_ISREG(st.st_mode):
+        raise BundleMismatch(f"bundle artifact {rel}: not a regular file")
+    if st.st_size > cap:
+        raise BundleMismatch(f"bundle artifact {rel}: {st.st_size} bytes, over the cap of {cap}")
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(cap + 1)
+    if len(data) > cap:
+        raise BundleMismatch(f"bundle artifact {rel}: over the cap of {cap} bytes")
+    return data
+
+
+def check_folder(root: Path) -> None:
+    try:
+        st = os.lstat(root)
+    except OSError:
+        raise ConfigError(f"{root}: no bundle there (export with --bundle)") from None
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{root}: a bundle is a plain folder (not a symlink or a file)")
+
+
+def info(root: Path) -> dict[str, Any]:
+    """``bundle.json``: its schema and the export options the record was built with."""
+    check_folder(root)
+    try:
+        found = json.loads(read_safe(root, (INFO,), 1024 * 1024))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BundleMismatch(f"bundle {INFO}: not JSON ({err})") from None
+    if not isinstance(found, dict) or found.get("schema") != SCHEMA or not isinstance(found.get("options"), dict):
+        raise BundleMismatch(f"bundle {INFO}: not a washexp bundle of schema {SCHEMA}")
+    return found
+
+
+def search(uri: str, experiment: str):
+    """The bundle's runs table as ``tracking.reader.search`` gives a store's (None for another
+    experiment). Each run's ``washexp.sha256.manifest`` tag is what its manifest is checked by."""
+    return _runs(str(folder(uri)), experiment).copy()
+
+
+@lru_cache(maxsize=16)
+def _runs(root_text: str, experiment: str):
+    import pandas as pd
+
+    root = Path(root_text)
+    if info(root)["options"].get("experiment") != experiment:
+        return None
+    try:
+        doc = json.loads(read_safe(root, (RUNS,), MAX_RUNS))
+        columns, dtypes, rows = doc["columns"], doc["dtypes"], doc["rows"]
+        frame = pd.DataFrame(rows, columns=columns)
+        for col in columns:
+            kind = dtypes.get(col, "object")
+            if kind.startswith("datetime64"):
+                frame[col] = pd.to_datetime(frame[col], utc=True, format="ISO8601")
+            elif kind != "object":
+                frame[col] = frame[col].astype(kind)
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise BundleMismatch(f"bundle {RUNS}: cannot be read ({err})") from None
+    bad = [r for r in frame["run_id"] if not isinstance(r, str) or not RUN_ID.match(r)]
+    if bad:
+        raise BundleMismatch(f"bundle {RUNS}: run id {str(bad[0])!r} is not a run id (a path?): refused")
+    return frame
+
+
+def lists(uri: str, run_id: str, name: str) -> bool:
+    """Whether the run's manifest names ``name``: a file the run wrote (a bundled run's manifest
+    lists every artifact it has)."""
+    runs = _runs(str(folder(uri)), str(info(folder(uri))["options"].get("experiment")))
+    row = runs[runs["run_id"] == run_id] if runs is not None else None
+    return row is not None and not row.empty and isinstance(row[TAG + name].iloc[0] if TAG + name in row else None, str)
+
+
+def artifact(uri: str, run_id: str, name: str) -> bytes:
+    """One artifact of one run, checked against the run's manifest. A mismatch names the file and
+    both digests."""
+    root = folder(uri)
+    if not RUN_ID.match(run_id) or not FILE.match(name):
+        raise BundleMismatch(f"bundle artifact {run_id}/{name}: not a plain run id and file name: refused")
+    runs = _runs(str(root), str(info(root)["options"].get("experiment")))
+    column = TAG + name
+    row = runs[runs["run_id"] == run_id] if runs is not None else None
+    if row is None or row.empty:
+        raise BundleMismatch(f"bundle artifact {run_id}/{name}: run {run_id} is not in the bundle's {RUNS}")
+    listed = row[column].iloc[0] if column in row.columns else None
+    if not isinstance(listed, str):
+        raise BundleMismatch(f"bundle artifact {run_id}/{name}: not in the run's manifest")
+    data = read_safe(root, ("runs", run_id, name))
+    if sha256_bytes(data) != listed:
+        raise BundleMismatch(
+            f"bundle artifact {run_id}/{name}: sha256 {sha256_bytes(data)} is not the manifest's {listed}"
+        )
+    return data
+
+
+def clear_cache() -> None:
+    _runs.cache_clear()

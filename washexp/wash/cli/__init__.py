@@ -1,0 +1,1 @@
+"""The wash benchmark's own commands: `washexp wash`, `washexp recall`."""

@@ -1,0 +1,1 @@
+"""The measurements: rounds (ceiling, infinity loop), sawtooth, controlled and chain, as MLflow runs."""

@@ -1,0 +1,1 @@
+"""The wash records: what `washexp export` writes from the runs, and what `washexp compare` reads."""
