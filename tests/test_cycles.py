@@ -294,6 +294,23 @@ def test_cycles_run_on_a_served_model(tmp_path):
         scripted_sweep(url, tmp_path, ("payment",), "measurement=cycles", "method=S,H", "cycles.k=[1,2]")
     assert script.count() > 0 and script.count("read") == 0
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # every call behind a condition's cycles is a trace of its run (tracking.traces, on by default)
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("compaction")
+    conditions = client.search_runs([experiment.experiment_id], "tags.`washexp.kind` = 'cycles-condition'")
+    assert len(conditions) == 4  # S and H, k = 1 and 2
+    traced: set[str] = set()
+    for run in conditions:
+        m, found = run.data.metrics, client.search_traces(locations=[experiment.experiment_id], run_id=run.info.run_id)
+        # a call several conditions share (an S that sizes H's allowance) is charged once, traced in each
+        assert len(found) >= m["calls_live"] + m["calls_replayed"] > 0, run.info.run_name
+        assert {t.info.tags["washexp.task"] for t in found} == {"payment"}
+        assert {t.info.tags["washexp.role"] for t in found} <= {"S", "H", "Jev"}
+        traced |= {t.info.tags["washexp.recording_key"] for t in found}
+    recorded = {p.stem for p in (tmp_path / "rec").rglob("*.json") if "tokenize" not in p.parts}
+    assert traced == recorded and len(recorded) == script.count() - script.count("tokenize")
     assert washexp(["export", "--tracking-uri", uri, "--out", str(tmp_path / "out")]) == 0
     (record,) = (tmp_path / "out").glob("*.json")
     assert record.name.startswith("compaction-scripted-test-server-cycles-")

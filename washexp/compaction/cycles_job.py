@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from washexp import family
 from washexp.compaction.artifacts import to_json
 from washexp.compaction.baselines import turns
-from washexp.compaction.calls import recorder_of
+from washexp.compaction.calls import condition_calls, recorder_of
 from washexp.compaction.cycles import TABLE, check, condition_result, run_cycles
 from washexp.compaction.fixtures import Task
 from washexp.compaction.study import CODE, CODE_DATA, ArmPlan, plan_arm
@@ -81,6 +81,7 @@ def run_job(cfg, job, sweep) -> None:
     tasks: dict[Hashable, Task] = {t.id: t for t in arm.tasks}
     generations = cfg.model.generations
     recorder = recorder_of(arm.cache.roles)
+    traced = recorder if cfg.tracking.traces and tracker.traces is not None else None
 
     def compute(work: Work) -> Result:
         assert isinstance(work.key, tuple)
@@ -90,12 +91,14 @@ def run_job(cfg, job, sweep) -> None:
         metrics, series, table = condition_result(run)
         if recorder is not None:  # the calls behind its parts: cost_usd, calls_live, calls_replayed
             metrics = {**metrics, **recorder.charge(list(run.keys)).metrics()}
+        # every call behind its cycles a trace of its run (no reader: no grade names one)
+        calls = condition_calls(traced, list(run.keys), task.id) if traced is not None else ()
         artifacts = {"config.yaml": arm.config_yaml}
         failed = {str(c): why for c, why in enumerate(run.failures, 1) if why}
         if failed:
             artifacts["failures.json"] = to_json(failed)
         manifest = {"fixture": task.files, "source": arm.source}
-        return Result(metrics, artifacts, {TABLE: table}, manifest, series=series)
+        return Result(metrics, artifacts, {TABLE: table}, manifest, series=series, traces=calls)
 
     def summarize(found: dict[Hashable, dict[str, float] | None]) -> Result:
         rows = {"{}/k={}".format(*key): m for key, m in found.items() if isinstance(key, tuple)}
