@@ -126,8 +126,7 @@ def swept(tmp_path_factory):
     store = tmp_path_factory.mktemp("cycles")
     args = ["-m", "measurement=cycles", "method=S,full", "task=[payment,backup]", "cycles.k=[1,3]"]
     done = run_cli(args, store, env={"CI": "1"}, premade=True)
-    # the closing lines name export and the UI, not compare (which takes no cycles record)
-    assert "  records:  " in done.stdout and "  compare:  " not in done.stdout, done.stdout
+    assert "  records:  " in done.stdout and "  compare:  " in done.stdout, done.stdout
     uri = f"sqlite:///{store / 'mlflow.db'}"
     out = store / "results"
     assert washexp(["export", "--bundle", "--tracking-uri", uri, "--out", str(out)]) == 0
@@ -253,7 +252,7 @@ def test_a_table_that_disagrees_with_its_run_is_an_error_not_a_record():
         _condition(run.copy().replace({1.0: 0.5}), rows)
 
 
-def test_a_cycles_sweep_is_listed_exported_by_id_and_refused_by_compare(swept, tmp_path, capsys):
+def test_a_cycles_sweep_is_listed_exported_by_id_and_compared(swept, tmp_path, capsys):
     _store, uri, record = swept
     assert washexp(["runs", "--tracking-uri", uri]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "measurement=cycles" in ln)
@@ -264,8 +263,74 @@ def test_a_cycles_sweep_is_listed_exported_by_id_and_refused_by_compare(swept, t
     assert (out / record.name).read_text() == record.read_text()
     from washexp.compare import main as compare
 
-    assert compare([sweep, sweep, "--tracking-uri", uri]) == 2
-    assert "A: a cycles record: compare gates the compaction study's" in capsys.readouterr().err
+    assert compare([sweep, sweep, "--tracking-uri", uri]) == 0
+    assert "no regression: 0 needle(s) lost in B" in capsys.readouterr().out
+    assert compare([str(record), sweep, "--tracking-uri", uri]) == 0  # the exported record against its sweep
+
+
+def _edited(record, tmp_path, name, edit):
+    data = json.loads(record.read_text())
+    edit(data["data"])
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_compare_names_a_fact_lost_a_condition_failed_and_a_k_missing(swept, tmp_path, capsys):
+    from washexp.compare import main as compare
+
+    _store, _uri, record = swept
+    a = str(record)
+    data = json.loads(record.read_text())["data"]
+    kept = next(f for f in data["cycles_facts"] if f["kept"] and f["arm"] == "S top0" and f["k"] == 3)
+
+    def lose(d):
+        for f in d["cycles_facts"]:
+            if f == kept:
+                f["kept"] = False
+        for t in d["cycles_tasks"]:
+            if (t["arm"], t["task"], t["k"]) == (kept["arm"], kept["task"], 3):
+                t["survival"] -= 0.5  # the survival its run would log with that fact lost (and more)
+
+    b = _edited(record, tmp_path, "lost.json", lose)
+    assert compare([a, b]) == 1
+    out = capsys.readouterr().out
+    assert f"LOST in B: S top0 · k=3 · {kept['task']} · {kept['field']}" in out
+    assert "REGRESSION: 1 needle(s) lost in B" in out and "survival S top0 k=3" in out
+    assert compare([a, b, "--max-needles-lost", "1", "--max-mean-drop", "1"]) == 0
+    assert compare([b, a]) == 0  # gaining a fact is no regression
+
+    def fail(d):  # a chain that failed in B keeps none of its task's facts
+        for t in d["cycles_tasks"]:
+            if (t["arm"], t["task"], t["k"]) == ("S top0", "payment", 1):
+                t["failed"], t["survival"] = True, None
+        d["cycles_facts"] = [f for f in d["cycles_facts"] if (f["arm"], f["task"], f["k"]) != ("S top0", "payment", 1)]
+
+    assert compare([a, _edited(record, tmp_path, "failed.json", fail), "--max-mean-drop", "1"]) == 1
+    kept_there = [f for f in data["cycles_facts"] if (f["arm"], f["task"], f["k"]) == ("S top0", "payment", 1)]
+    out = capsys.readouterr().out
+    assert f"{sum(f['kept'] for f in kept_there)} needle(s) lost in B" in out
+    assert re.search(r"survival S top0 k=1 \(primary\): 0\.\d+ -> 0\.000 ", out), out  # the failed chain counts 0
+
+    def drop_k(d):
+        d["cycles_tasks"] = [t for t in d["cycles_tasks"] if t["k"] != 3]
+        d["cycles_facts"] = [f for f in d["cycles_facts"] if f["k"] != 3]
+
+    partial = _edited(record, tmp_path, "partial.json", drop_k)
+    assert compare([a, partial]) == 1
+    out = capsys.readouterr().out
+    assert "MISSING in B: Full · 3" in out and "MISSING in B: S top0 · 3" in out
+    assert compare([a, partial, "--allow-subset"]) == 0
+
+
+def test_compare_takes_cycles_with_cycles_only(swept, capsys):
+    from washexp.compare import main as compare
+
+    _store, _uri, record = swept
+    single = ROOT / "results" / "compaction-reference-2026-12-04.json"
+    assert compare([str(record), str(single)]) == 2
+    err = capsys.readouterr().err
+    assert "A is a compaction-cycles record and B a compaction record: compare like with like" in err
 
 
 def test_cycles_under_the_wash_benchmark_is_named():

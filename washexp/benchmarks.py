@@ -17,9 +17,14 @@ RECORDS = Registry(
 
 COMPARERS = Registry(
     "comparer",
-    {"compaction": "washexp.compaction.records.compare:compare", "wash": "washexp.wash.records.compare:compare"},
+    {
+        "compaction": "washexp.compaction.records.compare:compare",
+        "compaction-cycles": "washexp.compaction.records.compare_cycles:compare",
+        "wash": "washexp.wash.records.compare:compare",
+    },
 )
-"""topic -> ``compare(a: record dict, b: record dict) -> washexp.compare.Findings``."""
+"""record kind (:func:`washexp.compare.kind`) -> ``compare(a: record dict, b: record dict) ->
+washexp.compare.Findings``."""
 
 CROSS_RECORDS = Registry(
     "cross-model record builder",

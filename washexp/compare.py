@@ -5,8 +5,9 @@ given), of the same family; each family compares its own way (``benchmarks.COMPA
 models as the A/B axis the cells are the same (arm x cohort x task x field; measurement x washer x
 gauge x store x round x needle), so B must have every cell of A's model as before.
 
-It fails closed: every cell of A (compaction: arm x cohort x task x field; wash: measurement x
-washer x gauge x store x round x needle) must be in B, or B is incomplete (exit 1, the missing
+It fails closed: every cell of A (compaction: arm x cohort x task x field; a cycles record, compared
+with cycles records only: arm x k x cohort x task x field; wash: measurement x washer x gauge x
+store x round x needle) must be in B, or B is incomplete (exit 1, the missing
 cells named); ``--allow-subset`` compares only the cells both have and says so in its first line.
 
 Exit codes: 0 B has every cell of A and is no worse within ``--max-needles-lost`` (default 0) and
@@ -97,6 +98,28 @@ def cover(found: Findings, a: set[tuple], b: set[tuple], allow_subset: bool, wha
     return common
 
 
+def mean_row(iv, **where: Any) -> dict[str, Any]:
+    """One compared mean (``where`` names it: metric, arm, cohort, ...) from the paired interval of
+    A and B (:func:`washexp.export.bootstrap.paired`), turned to B - A."""
+    return (
+        where
+        | {"n_tasks": iv.n, "mean_a": iv.mean_a, "mean_b": iv.mean_b}
+        | {
+            "diff": -iv.diff,
+            "ci_low": -iv.high,
+            "ci_high": -iv.low,
+        }
+    )
+
+
+def drop_text(m: dict[str, Any]) -> str:
+    """A compared mean as a person reads it: A -> B, then B - A with its interval."""
+    return (
+        f"{m['mean_a']:.3f} -> {m['mean_b']:.3f} "
+        f"(B - A {m['diff']:+.3f}, 95% [{m['ci_low']:+.3f}, {m['ci_high']:+.3f}], n={m['n_tasks']})"
+    )
+
+
 def coverage_lines(found: Findings, verdict: str) -> list[str]:
     """The verdict line, with what B lacks named first (under ``--allow-subset``: a first line
     saying that only the common cells were compared, the missing ones after the verdict)."""
@@ -176,19 +199,20 @@ def load_side(arg: str, uri: str, experiment: str, sweeps: tuple[str, ...] = ())
     return _from_store(arg, uri, experiment)
 
 
+def kind(record: dict) -> str:
+    """What compares with what: the topic, ``compaction-cycles`` for a cycles record (a survival
+    curve per k, not the study's arms)."""
+    provenance = record.get("provenance")
+    cycles = isinstance(provenance, dict) and provenance.get("measurement") == "cycles"
+    return f"{record.get('topic')}-cycles" if cycles else str(record.get("topic"))
+
+
 def compare(a: dict, b: dict, allow_subset: bool = False) -> Findings:
     from washexp.benchmarks import COMPARERS
 
-    if a.get("topic") != b.get("topic"):
-        raise ConfigError(f"A is a {a.get('topic')} record and B a {b.get('topic')} record: compare like with like")
-    for side, record in (("A", a), ("B", b)):
-        provenance = record.get("provenance")
-        if isinstance(provenance, dict) and provenance.get("measurement") == "cycles":
-            raise ConfigError(
-                f"{side}: a cycles record: compare gates the compaction study's and wash records"
-                " (a survival curve is read in its record: docs/guide/cycles.md)"
-            )
-    return COMPARERS.get(a["topic"])(a, b, allow_subset)
+    if kind(a) != kind(b):
+        raise ConfigError(f"A is a {kind(a)} record and B a {kind(b)} record: compare like with like")
+    return COMPARERS.get(kind(a))(a, b, allow_subset)
 
 
 def _parser(root: Path | None) -> _Parser:

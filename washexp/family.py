@@ -45,8 +45,6 @@ class Group:
     concurrency: int = 1
     lane: Hashable = None
     """Groups of one lane (one endpoint) share its ``concurrency``."""
-    comparable: bool = True
-    """``washexp compare`` gates its records (a cycles measurement's it does not)."""
 
 
 def common_tags(cfg, job, sweep) -> dict[str, str]:
@@ -96,7 +94,7 @@ def run(cfg, job, sweep, group: Group, *, tracked, fatal: tuple[type[BaseExcepti
 
     def report(outcome: GroupOutcome) -> None:
         bar.close()  # the result line takes its place
-        sweep.ledger.append(Entry.of(job.sweep, cfg.benchmark.name, cfg.tracking, total, outcome, group.comparable))
+        sweep.ledger.append(Entry.of(job.sweep, cfg.benchmark.name, cfg.tracking, total, outcome))
         if outcome.reused:
             console.result(log, "%s: finished already; rerun=true runs it again", group.label)
             return

@@ -33,17 +33,15 @@ class Entry:
     run: int
     reused: int
     failed: int
-    comparable: bool = True
-    """``washexp compare`` takes its sweep (the closing lines say so only then)."""
 
     @classmethod
-    def of(cls, sweep: str, benchmark: str, tracking, units: int, outcome, comparable: bool = True) -> Entry:
+    def of(cls, sweep: str, benchmark: str, tracking, units: int, outcome) -> Entry:
         """From the job's ``TrackingConfig`` and a ``runner.GroupOutcome`` (a group finished
         already is all reused)."""
         n = outcome.counts
         run, reused, failed = (0, units, 0) if outcome.reused else (n["run"], n["reused"], n["failed"])
         experiment = tracking.experiment or benchmark
-        return cls(sweep, benchmark, experiment, tracking.enabled, tracking.uri, units, run, reused, failed, comparable)
+        return cls(sweep, benchmark, experiment, tracking.enabled, tracking.uri, units, run, reused, failed)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -85,8 +83,7 @@ def closing_lines(entries: list[Entry], root: Path) -> list[str]:
         opts = "" if experiment == "compaction" else f" --experiment {experiment}"
         opts += "" if uri is None else f" --tracking-uri {shown(uri)}"
         lines.append(f"  records:  {washexp} export --sweep {sweep}{opts}")
-        if all(e.comparable for e in es):
-            lines.append(f"  compare:  {washexp} compare {sweep} <another sweep id>{opts}")
+        lines.append(f"  compare:  {washexp} compare {sweep} <another sweep id>{opts}")
         lines.append(f"  browse:   {browse(uri, benchmark, experiment, root)}")
     return lines
 

@@ -125,6 +125,5 @@ def run_job(cfg, job, sweep) -> None:
         detail=arm.cache.roles.calls,
         concurrency=arm.cache.roles.concurrency,
         lane=id(arm.cache.roles),
-        comparable=False,
     )
     family.run(cfg, job, sweep, group, tracked=tracker, fatal=(ModelError,), wait=False)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from washexp.compare import Findings, cover, rows
+from washexp.compare import Findings, cover, drop_text, mean_row, rows
 from washexp.errors import ConfigError
 from washexp.export import bootstrap
 
@@ -78,10 +78,7 @@ def compare(a: dict, b: dict, allow_subset: bool = False) -> Findings:
             if iv is None:
                 continue
             arm, cohort = arm_cohort
-            means.append(
-                {"metric": key, "arm": arm, "cohort": cohort, "n_tasks": iv.n, "mean_a": iv.mean_a}
-                | {"mean_b": iv.mean_b, "diff": -iv.diff, "ci_low": -iv.high, "ci_high": -iv.low}
-            )
+            means.append(mean_row(iv, metric=key, arm=arm, cohort=cohort))
     found.worst_drop = max((m["mean_a"] - m["mean_b"] for m in means), default=0.0)
     lost = [
         {"arm": arm, "cohort": cohort, "task": task, "field": f, "retained_a": ca[k], "retained_b": cb[k]}
@@ -95,10 +92,7 @@ def compare(a: dict, b: dict, allow_subset: bool = False) -> Findings:
         for r in lost
     ]
     found.lines += [
-        f"{m['metric']} {m['arm']} ({m['cohort']}): {m['mean_a']:.3f} -> {m['mean_b']:.3f} "
-        f"(B - A {m['diff']:+.3f}, 95% [{m['ci_low']:+.3f}, {m['ci_high']:+.3f}], n={m['n_tasks']})"
-        for m in means
-        if m["mean_b"] < m["mean_a"]
+        f"{m['metric']} {m['arm']} ({m['cohort']}): {drop_text(m)}" for m in means if m["mean_b"] < m["mean_a"]
     ]
     found.data = {"means": means, "fields_lost_in_b": lost}
     return found

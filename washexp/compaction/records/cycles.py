@@ -170,6 +170,7 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: list[str], option
         ),
     )
     return Record(
+        data=_compare_data(arms, conds, rows_of),
         topic="compaction",
         platform=f"{platform}-cycles",
         date=date,
@@ -180,6 +181,27 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: list[str], option
         plots=(plot,),
         appendix=(appendix,),
     )
+
+
+def _compare_data(arms: pd.DataFrame, conds: pd.DataFrame, rows_of: dict) -> dict[str, list]:
+    """What ``washexp compare`` reads (:mod:`washexp.compaction.records.compare_cycles`): each
+    condition's last-cycle survival (``cycles_tasks``) and each fact's last-cycle kept
+    (``cycles_facts``: the facts seen by then; a failed condition has none)."""
+    tasks, facts = [], []
+    for _, c in conds.sort_values(["task", "k"], kind="stable").iterrows():
+        arm, k = _label(arms, c["parent"]), int(c["k"])
+        rows = rows_of.get(c["run_id"])
+        last = None
+        if rows is not None:
+            final = rows[(rows["cycle"] == rows["cycle"].max()) & rows["seen"].astype(bool)]
+            facts += [
+                {"arm": arm, "task": c["task"], "k": k, "field": str(f["field"]), "kept": bool(f["kept"])}
+                for _, f in final.sort_values("field", kind="stable").iterrows()
+            ]
+            last = _condition(c, rows)[-1]
+        failed = c["status"] != "FINISHED"
+        tasks.append({"arm": arm, "cohort": c["cohort"], "task": c["task"], "k": k, "failed": failed, "survival": last})
+    return {"cycles_tasks": tasks, "cycles_facts": facts}
 
 
 def _short(arms: pd.DataFrame, conds: pd.DataFrame) -> list[str]:
