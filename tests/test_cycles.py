@@ -16,7 +16,7 @@ from tests.conftest import ROOT, run_cli
 from washexp.cli import main as washexp
 from washexp.compaction.baselines import baseline, turns
 from washexp.compaction.condition import Arm, run_condition
-from washexp.compaction.cycles import TABLE, run_cycles, segments
+from washexp.compaction.cycles import SPLITS, TABLE, _by_tokens, run_cycles, segments
 from washexp.compaction.fixtures import load_tasks
 from washexp.compaction.frozen import FrozenCache
 from washexp.compaction.method import builtin
@@ -62,24 +62,57 @@ def test_segments_are_whole_contiguous_turns_as_equal_as_they_go():
         assert [m for p in parts for m in p] == list(task.history)
         sizes = [sum(m["role"] == "assistant" for m in p) for p in parts]
         assert max(sizes) - min(sizes) <= 1 and sizes == sorted(sizes, reverse=True)
-    with pytest.raises(ConfigError, match="fewer than k segments"):
-        segments(task, len(turns(task)) + 1)
+    for split in SPLITS:
+        with pytest.raises(ConfigError, match="fewer than k segments"):
+            segments(task, len(turns(task)) + 1, split)
 
 
-def _runs(cache, names, kmax=5):
+def test_the_tokens_split_has_the_smallest_largest_segment_of_any_split():
+    """Against every split into k contiguous whole-turn segments (all of them, by brute force)."""
+    from itertools import combinations
+
+    from washexp.tokens import count_chat
+
+    differs = 0
+    for task in TASKS.values():
+        every = turns(task)
+        weights, n = [count_chat(t) for t in every], len(every)
+        for k in range(1, min(n, 5) + 1):
+            parts = segments(task, k, "tokens")
+            assert [m for p in parts for m in p] == list(task.history) and all(parts)
+            sums, at = [], 0
+            for part in parts:  # each segment's turns, consumed in order
+                first, size = at, 0
+                while size < len(part):
+                    size, at = size + len(every[at]), at + 1
+                sums.append(sum(weights[first:at]))
+            best = min(
+                max(sum(weights[a:b]) for a, b in zip((0, *cuts), (*cuts, n), strict=True))
+                for cuts in combinations(range(1, n), k - 1)
+            )
+            assert max(sums) == best, (task.id, k)
+            differs += parts != segments(task, k, "turns")
+    assert differs  # on these fixtures the two rules do differ
+    # a tie goes the way the turns rule goes: the earlier segments take the extra
+    assert _by_tokens([1] * 5, 2) == [3, 2] and _by_tokens([1] * 5, 3) == [2, 2, 1]
+
+
+def _runs(cache, names, kmax=5, split="turns"):
     methods = _methods()
     for name in names:
         method = methods[name]
         arm = Arm(method.name, None if method.whole else 0)
         for task in TASKS.values():
             for k in range(2, min(kmax, len(turns(task))) + 1):
-                yield task, k, run_cycles(task, k, arm, cache, method)
+                yield task, k, run_cycles(task, k, arm, cache, method, split=split)
 
 
-def test_full_keeps_every_seen_fact_at_every_cycle(cache):
-    for _task, _k, run in _runs(cache, ["full"]):
+@pytest.mark.parametrize("split", SPLITS)
+def test_full_keeps_every_seen_fact_at_every_cycle(cache, split):
+    for task, k, run in _runs(cache, ["full"], split=split):
         assert all(f.kept for f in run.facts if f.seen)
         assert all(s in (None, 1.0) for s in run.survival())
+        assert len(run.facts) == k * len(task.needles)  # every fact after every cycle
 
 
 def test_a_fact_not_yet_seen_is_not_counted(cache):
@@ -218,13 +251,14 @@ def test_a_wash_measurement_on_compaction_is_a_usage_error(tmp_path):
     assert not (tmp_path / "mlflow.db").exists()  # nothing half-written
 
 
-def _plan(ks: str):
+def _plan(ks: str, split: str = "turns"):
     from tests.test_identity_leaves import _compose
     from washexp.app import JobInfo
     from washexp.compaction.cycles_job import plan_cycles
     from washexp.sweep import Sweep
 
-    cfg = _compose(["measurement=cycles", "method=S", "compaction.task=[payment]", f"compaction.measurement.k={ks}"])
+    overrides = ["measurement=cycles", "method=S", "compaction.task=[payment]", f"compaction.measurement.k={ks}"]
+    cfg = _compose([*overrides, f"compaction.measurement.split={split}"])
     return plan_cycles(cfg, JobInfo("", "s", ROOT), Sweep(ROOT))
 
 
@@ -237,6 +271,9 @@ def test_k_and_the_split_rule_are_each_conditions_identity():
     assert all(w.identity["k"] == w.key[1] and w.identity["measurement"]["split"] == "turns" for w in three.children)
     assert {w.key: w.hash for w in two.children} == {key: hashes[key] for key in (("payment", 1), ("payment", 3))}
     assert three.parent.hash != two.parent.hash
+    by_tokens = _plan("[1,2,3]", "tokens")
+    assert all(w.identity["measurement"]["split"] == "tokens" for w in by_tokens.children)
+    assert not {w.hash for w in by_tokens.children} & set(hashes.values())
 
 
 def test_a_table_that_disagrees_with_its_run_is_an_error_not_a_record():

@@ -1,7 +1,9 @@
 """Repeated compaction (``measurement=cycles``): a trajectory compacted again and again.
 
-A task's collection history is split into ``k`` contiguous segments of turns (a turn: an assistant
-message and the tool results after it; :func:`segments`). Cycle 1 compacts segment 1 as a single
+A task's collection history is split into ``k`` contiguous segments of whole turns (a turn: an
+assistant message and the tool results after it; :func:`segments`), by a split rule: ``turns``
+(as equal in number of turns as they go) or ``tokens`` (the largest segment as small in tokens as
+whole turns allow). Cycle 1 compacts segment 1 as a single
 compaction would; cycle ``i`` compacts the input made of cycle ``i-1``'s context and segment ``i``
 (:func:`cycle_input`). Each cycle's input is a task of its own (same id, query and needles), so
 every method runs through the very code a single compaction runs (``condition.task_sizes`` and
@@ -34,9 +36,11 @@ from washexp.compaction.method import Method
 from washexp.compaction.retention import retained_fields
 from washexp.errors import ConfigError
 from washexp.hashing import canonical_hash
+from washexp.tokens import count_chat
 
-SPLITS = ("turns",)
-"""The split rules (``cycles.split``): ``turns``, contiguous turns as equal in number as they go."""
+SPLITS = ("turns", "tokens")
+"""The split rules (``cycles.split``): ``turns``, contiguous turns as equal in number as they go;
+``tokens``, contiguous turns with the largest segment's tokens as small as it can be."""
 CARRIER_TOOL = "compacted_context"
 """The tool call a previous cycle's ``Summary:`` carrier enters the next input as."""
 TABLE = "cycles.json"
@@ -55,19 +59,51 @@ def check(ks: list[int], split: str) -> list[int]:
     return sorted(set(ks))
 
 
-def segments(task: Task, k: int) -> list[list[dict]]:
-    """The history split into ``k`` contiguous segments of whole turns, as equal in number as they
-    go (the earlier segments take one more); a task with fewer turns than ``k`` cannot be split."""
+def segments(task: Task, k: int, split: str = "turns") -> list[list[dict]]:
+    """The history split into ``k`` contiguous segments of whole turns by the ``split`` rule (see
+    :data:`SPLITS`); a task with fewer turns than ``k`` cannot be split."""
     every = turns(task)
     if k > len(every):
         raise ConfigError(f"cycles.k={k}: task {task.id} has {len(every)} turns, fewer than k segments")
-    size, extra = divmod(len(every), k)
+    sizes = _by_tokens([count_chat(t) for t in every], k) if split == "tokens" else _by_number(len(every), k)
     out, at = [], 0
-    for i in range(k):
-        n = size + (i < extra)
+    for n in sizes:
         out.append([m for turn in every[at : at + n] for m in turn])
         at += n
     return out
+
+
+def _by_number(n: int, k: int) -> list[int]:
+    """Turns per segment, as equal as they go (the earlier segments take one more)."""
+    size, extra = divmod(n, k)
+    return [size + (i < extra) for i in range(k)]
+
+
+def _by_tokens(weights: list[int], k: int) -> list[int]:
+    """Turns per segment (each at least one) whose largest token sum is the smallest any split into
+    ``k`` contiguous segments has; among equal splits, each segment from the last back starts as
+    late as it can (the earlier segments take the extra, as :func:`_by_number`'s do)."""
+    n = len(weights)
+    prefix = [0]
+    for w in weights:
+        prefix.append(prefix[-1] + w)
+    # best[j][m]: the smallest largest sum splitting the first m turns into j segments; cut[j][m]: where
+    # its last segment starts (the latest such start)
+    inf = float("inf")
+    best = [[inf] * (n + 1) for _ in range(k + 1)]
+    cut = [[0] * (n + 1) for _ in range(k + 1)]
+    best[0][0] = 0
+    for j in range(1, k + 1):
+        for m in range(j, n - (k - j) + 1):
+            for start in range(j - 1, m):
+                value = max(best[j - 1][start], prefix[m] - prefix[start])
+                if value <= best[j][m]:
+                    best[j][m], cut[j][m] = value, start
+    sizes, m = [], n
+    for j in range(k, 0, -1):
+        sizes.append(m - cut[j][m])
+        m = cut[j][m]
+    return sizes[::-1]
 
 
 def _from_wire(message: dict, cycle: int) -> list[dict]:
@@ -145,10 +181,12 @@ class CycleRun:
         return out
 
 
-def run_cycles(task: Task, k: int, arm: Arm, cache: FrozenCache, method: Method, generations: int = 1) -> CycleRun:
+def run_cycles(
+    task: Task, k: int, arm: Arm, cache: FrozenCache, method: Method, generations: int = 1, split: str = "turns"
+) -> CycleRun:
     """Compact ``task`` over ``k`` cycles with ``method`` and check every fact after every cycle.
     One chain, generation 0's (its sizes, like a single compaction's, count every generation's S)."""
-    parts = segments(task, k)
+    parts = segments(task, k, split)
     previous: Context | None = None
     facts: list[FactCycle] = []
     contexts: list[Context | None] = []

@@ -79,7 +79,7 @@ def run_job(cfg, job, sweep) -> None:
     arm = plan.arm
     tracker = family.tracker(cfg, sweep)
     tasks: dict[Hashable, Task] = {t.id: t for t in arm.tasks}
-    generations = cfg.model.generations
+    generations, split = cfg.model.generations, cfg.compaction.measurement.split
     recorder = recorder_of(arm.cache.roles)
     traced = recorder if cfg.tracking.traces and tracker.traces is not None else None
 
@@ -87,7 +87,7 @@ def run_job(cfg, job, sweep) -> None:
         assert isinstance(work.key, tuple)
         task_id, k = work.key
         task = tasks[task_id]
-        run = run_cycles(task, k, arm.arm, arm.cache, arm.method, generations)
+        run = run_cycles(task, k, arm.arm, arm.cache, arm.method, generations, split)
         metrics, series, table = condition_result(run)
         if recorder is not None:  # the calls behind its parts: cost_usd, calls_live, calls_replayed
             metrics = {**metrics, **recorder.charge(list(run.keys)).metrics()}
