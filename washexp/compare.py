@@ -101,15 +101,8 @@ def cover(found: Findings, a: set[tuple], b: set[tuple], allow_subset: bool, wha
 def mean_row(iv, **where: Any) -> dict[str, Any]:
     """One compared mean (``where`` names it: metric, arm, cohort, ...) from the paired interval of
     A and B (:func:`washexp.export.bootstrap.paired`), turned to B - A."""
-    return (
-        where
-        | {"n_tasks": iv.n, "mean_a": iv.mean_a, "mean_b": iv.mean_b}
-        | {
-            "diff": -iv.diff,
-            "ci_low": -iv.high,
-            "ci_high": -iv.low,
-        }
-    )
+    means = {"n_tasks": iv.n, "mean_a": iv.mean_a, "mean_b": iv.mean_b}
+    return where | means | {"diff": -iv.diff, "ci_low": -iv.high, "ci_high": -iv.low}
 
 
 def drop_text(m: dict[str, Any]) -> str:
