@@ -84,10 +84,13 @@ def test_a_chain_that_failed_in_b_loses_every_fact_a_kept_and_counts_zero():
     ]
     mean = next(m for m in found.data["means"] if (m["cohort"], m["k"]) == ("control", 2))
     assert (mean["mean_a"], mean["mean_b"]) == (1.0, 0.0) and found.worst_drop == 1.0
+    both = cycles.compare(_study(failed_backup=True), _study(failed_backup=True))  # failed on both sides
+    assert (both.cells, both.missing_cells, both.needles_lost) == (6, 0, 0)
     # a failed condition whose task's fields no record names is one cell, lost
     a = _record([("S top0", "primary", "t", 1, 1.0, False)], [("S top0", "t", 1, "x", True)])
     b = _record([("S top0", "primary", "t", 1, None, True)], [])
-    assert cycles.cells(b, "B", {}) == {("S top0", 1, "primary", "t", cycles.UNNAMED): 0.0}
+    assert cycles.cells(*cycles._tables(b, "B"), "B", {}) == {("S top0", 1, "primary", "t", cycles.UNNAMED): False}
+    assert cycles.cells(*cycles._tables(a, "A"), "A", {}) == {("S top0", 1, "primary", "t", "x"): True}
     lost = cycles.compare(a, b)
     # ...and one whose fields A names has those cells: each kept in A is lost in B
     assert lost.needles_lost == 1 and lost.missing == [] and lost.data["facts_lost_in_b"][0]["field"] == "x"
@@ -98,6 +101,18 @@ def test_a_condition_with_no_fact_seen_has_no_survival_and_is_left_out_of_the_me
     a["data"]["cycles_tasks"][3]["survival"] = None  # backup k=2: nothing seen by its last cycle
     found = cycles.compare(a, _study())
     assert [(m["cohort"], m["k"]) for m in found.data["means"]] == [("control", 1), ("primary", 1), ("primary", 2)]
+    # two tasks of one (arm, cohort, k), each with a survival on one side only: no mean for it, the
+    # later ones still compared
+    tasks = [("S top0", "control", "backup", 1, 1.0, False), ("S top0", "control", "other", 1, None, False)]
+    tasks += [("S top0", "primary", "payment", 1, 1.0, False)]
+    facts = [("S top0", "payment", 1, "x", True)]
+    swapped = [tasks[0][:4] + (None, False), tasks[1][:4] + (1.0, False), tasks[2]]
+    found = cycles.compare(_record(tasks, facts), _record(swapped, facts))
+    assert [(m["cohort"], m["k"]) for m in found.data["means"]] == [("primary", 1)]
+    # no survival on any side: no mean at all, and no drop
+    none = _record([("S top0", "primary", "payment", 1, None, False)], facts)
+    found = cycles.compare(none, none)
+    assert found.data["means"] == [] and found.worst_drop == 0.0 and not found.regressed(0, 0.0)
 
 
 def test_a_missing_k_is_incomplete_and_named_unless_a_subset_is_allowed():
@@ -118,10 +133,16 @@ def test_a_record_of_another_shape_is_an_input_error_naming_the_side():
     del bad["data"]["cycles_facts"][0]["kept"]
     with pytest.raises(ConfigError, match=r"^A: cycles_facts row 0 lacks kept"):
         cycles.compare(bad, _study())
+    with pytest.raises(ConfigError, match=r"^B: cycles_facts row 0 lacks kept"):
+        cycles.compare(_study(), bad)
+    with pytest.raises(ConfigError, match=r"^A: the record has no cycles_tasks table"):
+        cycles.compare({"topic": "compaction", "data": {"cycles_facts": []}}, _study())
     orphan = _study()
     orphan["data"]["cycles_facts"].append({"arm": "H top0", "task": "payment", "k": 1, "field": "x", "kept": True})
     with pytest.raises(ConfigError, match=r"^B: cycles_facts names H top0 · payment · k=1, which has no task row"):
         cycles.compare(_study(), orphan)
+    with pytest.raises(ConfigError, match=r"^A: cycles_facts names H top0 · payment · k=1, which has no task row"):
+        cycles.compare(orphan, _study())
     with pytest.raises(ConfigError, match="no arm x k x cohort x task x field cell in common"):
         cycles.compare(_study(), _record([("H top0", "primary", "payment", 1, 1.0, False)], []))
 
