@@ -199,7 +199,7 @@ def _compare_data(arms: pd.DataFrame, conds: pd.DataFrame, rows_of: dict) -> dic
                 for _, f in final.sort_values("field", kind="stable").iterrows()
             ]
             last = _condition(c, rows)[-1]
-        failed = c["status"] != "FINISHED"
+        failed = c["status"] == "FAILED"  # as the table counts; a run neither FINISHED nor FAILED has no cells
         tasks.append({"arm": arm, "cohort": c["cohort"], "task": c["task"], "k": k, "failed": failed, "survival": last})
     return {"cycles_tasks": tasks, "cycles_facts": facts}
 
