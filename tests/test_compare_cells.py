@@ -12,7 +12,7 @@ import json
 import pytest
 
 from washexp.compaction.records import compare as compaction
-from washexp.compare import Findings, compare, coverage_lines, missing_groups, rows
+from washexp.compare import Findings, Shape, compare, coverage_lines, missing_groups, rows
 from washexp.errors import ConfigError
 from washexp.wash.records import compare as wash
 
@@ -31,18 +31,47 @@ def test_missing_cells_are_named_by_their_shortest_wholly_missing_prefix():
 
 def test_a_record_without_rows_or_of_an_unknown_shape_is_an_input_error():
     good = {"topic": "t", "data": {"tab": [{"k": 1, "j": 2}]}}
-    assert rows(good, "A", "tab", ("k",)) == [{"k": 1, "j": 2}]
+    assert rows(good, "A", "tab", {"k": Shape.WHOLE}) == [{"k": 1, "j": 2}]
     with pytest.raises(ConfigError, match=r"^B: the record has no other table"):
-        rows(good, "B", "other", ("k",))
+        rows(good, "B", "other", {"k": Shape.WHOLE})
     with pytest.raises(ConfigError, match="has no rows"):
-        rows({"data": {"tab": []}}, "A", "tab", ("k",))
-    assert rows({"data": {"tab": []}}, "A", "tab", ("k",), empty_ok=True) == []
+        rows({"data": {"tab": []}}, "A", "tab", {"k": Shape.WHOLE})
+    assert rows({"data": {"tab": []}}, "A", "tab", {"k": Shape.WHOLE}, empty_ok=True) == []
     with pytest.raises(ConfigError, match=r"^A: tab row 1 lacks m, z"):
-        rows({"data": {"tab": [{"m": 1, "z": 1}, {"k": 1}]}}, "A", "tab", ("m", "z"))
+        rows({"data": {"tab": [{"m": 1, "z": 1}, {"k": 1}]}}, "A", "tab", {"m": Shape.WHOLE, "z": Shape.WHOLE})
     with pytest.raises(ConfigError, match="not an object"):
-        rows({"data": {"tab": ["row"]}}, "A", "tab", ("k",))
+        rows({"data": {"tab": ["row"]}}, "A", "tab", {"k": Shape.WHOLE})
     with pytest.raises(ConfigError, match="no tab table"):
-        rows({"data": "nonsense"}, "A", "tab", ("k",))
+        rows({"data": "nonsense"}, "A", "tab", {"k": Shape.WHOLE})
+
+
+def test_a_value_of_another_shape_is_an_input_error_naming_the_row_and_key():
+    """A record is untrusted: a string where a number belongs was a traceback (ValueError in
+    float()), a string where a list belongs was read as the set of its characters."""
+    fits = {
+        Shape.TEXT: (["x", ""], [1, None, ["x"]]),
+        Shape.WHOLE: ([0, 3, -1], [1.0, True, "1", None]),
+        Shape.NUMBER: ([0, 0.5, -2], [True, "0.5", None, float("nan"), float("inf")]),
+        Shape.NUMBER_OR_NULL: ([None, 1, 0.25], [False, "x", float("nan")]),
+        Shape.FLAG: ([True, False], [0, 1, "true", None]),
+        Shape.TEXTS: ([[], ["a", "b"]], ["ab", ["a", 1], None]),
+        Shape.TEXT_BY_TEXT: ([{}, {"n1": "v"}], [{"n1": 1}, ["v"], "v"]),
+    }
+    for shape, (good, bad) in fits.items():
+        assert all(shape.fits(v) for v in good), shape
+        assert not any(shape.fits(v) for v in bad), shape
+    table = {"data": {"tab": [{"k": 1, "x": "a"}, {"k": "2", "x": "b"}]}}
+    assert rows(table, "A", "tab", {"x": Shape.TEXT}) == table["data"]["tab"]
+    with pytest.raises(ConfigError, match=r'^B: tab row 1: k is "2", not a whole number$'):
+        rows(table, "B", "tab", {"k": Shape.WHOLE, "x": Shape.TEXT})
+    bad = _study()
+    bad["data"]["compaction_fields"][0]["retained"] = "abc"
+    with pytest.raises(ConfigError, match=r'^B: compaction_fields row 0: retained is "abc", not a number$'):
+        compaction.compare(_study(), bad)
+    lost_as_text = _kept()
+    lost_as_text["data"]["wash_rounds"][0]["lost"] = "n1"
+    with pytest.raises(ConfigError, match=r'^A: wash_rounds row 0: lost is "n1", not a list of text$'):
+        wash.compare(lost_as_text, _kept())
 
 
 def test_missing_cells_are_a_regression_unless_a_subset_was_allowed():
@@ -356,11 +385,11 @@ def test_every_refusal_names_the_side_it_is_about():
     with pytest.raises(ConfigError, match="^B: the record has no wash_rounds table"):
         wash.compare(_kept(), {"topic": "wash", "data": {}})
     with pytest.raises(ConfigError, match=r"^A: the record has no tab table \(not a wash record compare knows\)"):
-        rows({"topic": "wash", "data": {}}, "A", "tab", ())
+        rows({"topic": "wash", "data": {}}, "A", "tab", {})
     with pytest.raises(ConfigError, match="^A is a wash record and B a compaction record"):
         compare({"topic": "wash"}, {"topic": "compaction"})
     with pytest.raises(ConfigError, match=r"^A: tab row 0 lacks \(not an object\)"):
-        rows({"data": {"tab": [7]}}, "A", "tab", ("k",))
+        rows({"data": {"tab": [7]}}, "A", "tab", {"k": Shape.WHOLE})
 
 
 def test_compare_fails_closed_unless_told_and_passes_both_sides_on():

@@ -135,6 +135,10 @@ def test_a_record_of_another_shape_is_an_input_error_naming_the_side():
         cycles.compare(bad, _study())
     with pytest.raises(ConfigError, match=r"^B: cycles_facts row 0 lacks kept"):
         cycles.compare(_study(), bad)
+    text_k = _study()
+    text_k["data"]["cycles_tasks"][1]["k"] = "2"
+    with pytest.raises(ConfigError, match=r'^A: cycles_tasks row 1: k is "2", not a whole number$'):
+        cycles.compare(text_k, _study())
     with pytest.raises(ConfigError, match=r"^A: the record has no cycles_tasks table"):
         cycles.compare({"topic": "compaction", "data": {"cycles_facts": []}}, _study())
     orphan = _study()

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -55,20 +57,53 @@ class Findings:
         return incomplete or self.needles_lost > max_needles_lost or self.worst_drop > max_mean_drop
 
 
-def rows(record: dict, side: str, table: str, keys: Iterable[str], *, empty_ok: bool = False) -> list[dict]:
-    """The rows of ``record["data"][table]``, each a dict with every key in ``keys``. No such table,
-    no rows (unless ``empty_ok``) or a row of another shape is an input error naming the side:
-    compare knows this schema or refuses, it never reads a blind record as "nothing lost"."""
+class Shape(Enum):
+    """What a value of a record's data row must be, as JSON: a record is untrusted input, and a value
+    of another shape is a one-line input error, never a traceback or a silent misreading (a string
+    read as a set of its characters)."""
+
+    TEXT = "text"
+    WHOLE = "a whole number"
+    NUMBER = "a number"
+    NUMBER_OR_NULL = "a number or null"
+    FLAG = "true or false"
+    TEXTS = "a list of text"
+    TEXT_BY_TEXT = "an object of text values"
+
+    def fits(self, value: Any) -> bool:
+        if self is Shape.NUMBER_OR_NULL and value is None:
+            return True
+        if self in (Shape.NUMBER, Shape.NUMBER_OR_NULL):
+            return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        if self is Shape.WHOLE:
+            return isinstance(value, int) and not isinstance(value, bool)
+        if self is Shape.FLAG:
+            return isinstance(value, bool)
+        if self is Shape.TEXTS:
+            return isinstance(value, list) and all(isinstance(v, str) for v in value)
+        if self is Shape.TEXT_BY_TEXT:
+            return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+        return isinstance(value, str)
+
+
+def rows(record: dict, side: str, table: str, schema: Mapping[str, Shape], *, empty_ok: bool = False) -> list[dict]:
+    """The rows of ``record["data"][table]``, each a dict with every key of ``schema``, each value of
+    its shape. No such table, no rows (unless ``empty_ok``) or a row of another shape is an input
+    error naming the side: compare knows this schema or refuses, it never reads a blind record as
+    "nothing lost"."""
     found = record.get("data", {}).get(table) if isinstance(record.get("data"), dict) else None
     if not isinstance(found, list):
         raise ConfigError(f"{side}: the record has no {table} table (not a {record.get('topic')} record compare knows)")
     if not found and not empty_ok:
         raise ConfigError(f"{side}: the record's {table} table has no rows: nothing to compare")
-    wanted = set(keys)
     for i, row in enumerate(found):
-        if not isinstance(row, dict) or not wanted <= row.keys():
-            lacking = sorted(wanted - set(row)) if isinstance(row, dict) else ["(not an object)"]
+        if not isinstance(row, dict) or not schema.keys() <= row.keys():
+            lacking = sorted(schema.keys() - set(row)) if isinstance(row, dict) else ["(not an object)"]
             raise ConfigError(f"{side}: {table} row {i} lacks {', '.join(lacking)} (a schema compare does not know)")
+        for key, shape in schema.items():
+            if not shape.fits(row[key]):
+                value = json.dumps(row[key], ensure_ascii=False)[:60]
+                raise ConfigError(f"{side}: {table} row {i}: {key} is {value}, not {shape.value}")
     return found
 
 

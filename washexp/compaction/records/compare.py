@@ -13,12 +13,19 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from washexp.compare import Findings, cover, drop_text, mean_row, rows
+from washexp.compare import Findings, Shape, cover, drop_text, mean_row, rows
 from washexp.errors import ConfigError
 from washexp.export import bootstrap
 
-TASK_KEYS = ("arm", "cohort", "task", "failed", "retention", "fact_accuracy")
-FIELD_KEYS = ("arm", "task", "field", "retained")
+TASK_KEYS = {
+    "arm": Shape.TEXT,
+    "cohort": Shape.TEXT,
+    "task": Shape.TEXT,
+    "failed": Shape.FLAG,
+    "retention": Shape.NUMBER_OR_NULL,
+    "fact_accuracy": Shape.NUMBER_OR_NULL,
+}
+FIELD_KEYS = {"arm": Shape.TEXT, "task": Shape.TEXT, "field": Shape.TEXT, "retained": Shape.NUMBER}
 UNNAMED = "(every field: none recorded)"
 """The one cell of a failed condition whose task's fields neither record names."""
 

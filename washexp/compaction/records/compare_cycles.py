@@ -13,12 +13,19 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from washexp.compare import Findings, cover, drop_text, mean_row, rows
+from washexp.compare import Findings, Shape, cover, drop_text, mean_row, rows
 from washexp.errors import ConfigError
 from washexp.export import bootstrap
 
-TASK_KEYS = ("arm", "cohort", "task", "k", "failed", "survival")
-FACT_KEYS = ("arm", "task", "k", "field", "kept")
+TASK_KEYS = {
+    "arm": Shape.TEXT,
+    "cohort": Shape.TEXT,
+    "task": Shape.TEXT,
+    "k": Shape.WHOLE,
+    "failed": Shape.FLAG,
+    "survival": Shape.NUMBER_OR_NULL,
+}
+FACT_KEYS = {"arm": Shape.TEXT, "task": Shape.TEXT, "k": Shape.WHOLE, "field": Shape.TEXT, "kept": Shape.FLAG}
 UNNAMED = "(every field: none recorded)"
 """The one cell of a failed condition whose task's fields neither record names."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from washexp.compare import Findings, cover, rows
+from washexp.compare import Findings, Shape, cover, rows
 
 CLASSES = ("wikilink", "version", "date", "path", "config key", "number", "prose")
 _SHAPES = (
@@ -32,8 +32,15 @@ def needle_class(needle: str) -> str:
     return next((name for name, rx in _SHAPES if rx.search(needle)), "prose")
 
 
-ROUND_KEYS = ("measurement", "washer", "gauge", "store", "round", "lost")
-MUSCLE_KEYS = ("store", "needles")
+ROUND_KEYS = {
+    "measurement": Shape.TEXT,
+    "washer": Shape.TEXT,
+    "gauge": Shape.TEXT,
+    "store": Shape.TEXT,
+    "round": Shape.WHOLE,
+    "lost": Shape.TEXTS,
+}
+MUSCLE_KEYS = {"store": Shape.TEXT, "needles": Shape.TEXT_BY_TEXT}
 
 
 def _rounds(record: dict, side: str) -> dict[tuple, set[str]]:
