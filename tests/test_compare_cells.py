@@ -64,6 +64,12 @@ def test_a_value_of_another_shape_is_an_input_error_naming_the_row_and_key():
     assert rows(table, "A", "tab", {"x": Shape.TEXT}) == table["data"]["tab"]
     with pytest.raises(ConfigError, match=r'^B: tab row 1: k is "2", not a whole number$'):
         rows(table, "B", "tab", {"k": Shape.WHOLE, "x": Shape.TEXT})
+    # the value as written (not escaped), cut at 60 characters
+    with pytest.raises(ConfigError, match=r'^A: tab row 0: k is "étape", not a whole number$'):
+        rows({"data": {"tab": [{"k": "étape"}]}}, "A", "tab", {"k": Shape.WHOLE})
+    with pytest.raises(ConfigError) as long:
+        rows({"data": {"tab": [{"k": "x" * 100}]}}, "A", "tab", {"k": Shape.WHOLE})
+    assert str(long.value) == f'A: tab row 0: k is "{"x" * 59}, not a whole number'
     bad = _study()
     bad["data"]["compaction_fields"][0]["retained"] = "abc"
     with pytest.raises(ConfigError, match=r'^B: compaction_fields row 0: retained is "abc", not a number$'):
