@@ -402,3 +402,18 @@ def test_a_secret_in_a_table_is_masked_before_mlflow_writes_it(tmp_path, monkeyp
     assert secret.encode() not in data and data.count(b"***") == 4
     assert client.get_run(run.run_id).data.tags["washexp.sha256.t.json"] == hashlib.sha256(data).hexdigest()
     assert table["answer"][0] == f"key {secret}"  # the caller's table is left as it was
+
+
+def test_a_store_refusing_through_mlflow_s_client_is_one_store_error(tmp_path):
+    """What MLflow's public client raises for a failing store (``MlflowException``: its SQL store
+    wraps every database error in one) is the tracker's one line, not a traceback. Here the store
+    refuses a run because the experiment was deleted under the sweep."""
+    from washexp.tracking.failures import StoreError
+
+    tracker = _open(None, tmp_path, premade=True)
+    tracker.wait_set_up()
+    _fresh_client(tracker).delete_experiment(tracker.experiment_id)
+    with pytest.raises(StoreError, match=r"the tracking store failed mid-run \(The experiment .* deleted\.\)$"):
+        with tracker.open("r", "h1", {"a": "1"}, {}) as run:
+            run.finish({"m": 1.0}, {})
+        tracker.close()

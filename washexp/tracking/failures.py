@@ -8,8 +8,6 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
-import sys
 
 from washexp.errors import WashexpError
 
@@ -20,10 +18,12 @@ class StoreError(WashexpError):
     it could not end stay RUNNING under this process, and the next start marks them KILLED."""
 
 
-def store_failure(uri: str, err: BaseException) -> StoreError | None:
-    """``err`` as a :class:`StoreError` when the store (the database or the artifact folder) raised
-    it; None for anything else, which is a bug and stays itself."""
-    if not isinstance(err, (OSError, *_loaded_store_errors())):
+def store_failure(uri: str, err: BaseException, store_errors: tuple[type, ...] = ()) -> StoreError | None:
+    """``err`` as a :class:`StoreError` when the store raised it: an ``OSError`` (the artifact
+    folder, a trace the store did not keep) or one of ``store_errors``, the classes MLflow's public
+    client raises for a failing store (the tracker's: ``MlflowException``). None for anything else,
+    which is a bug and stays itself."""
+    if not isinstance(err, (OSError, *store_errors)):
         return None
     root = err
     while (deeper := root.__cause__ or root.__context__) is not None:
@@ -31,23 +31,6 @@ def store_failure(uri: str, err: BaseException) -> StoreError | None:
     text = str(root).strip()
     reason = getattr(root, "strerror", None) or (text.splitlines()[0] if text else type(root).__name__)
     return StoreError(f"{uri}: the tracking store failed mid-run ({reason})")
-
-
-def _loaded_store_errors() -> tuple[type, ...]:
-    """The error classes a failing store raises through MLflow's public client: MLflow's own
-    ``MlflowException``, SQLAlchemy's and SQLite's. MLflow's and SQLAlchemy's only once imported (an
-    error of a class never imported was never raised, and importing MLflow here could race the
-    store's set-up importing it on its own thread)."""
-    kinds: list[type] = [sqlite3.Error]
-    if "mlflow.exceptions" in sys.modules:
-        from mlflow.exceptions import MlflowException
-
-        kinds.append(MlflowException)
-    if "sqlalchemy.exc" in sys.modules:
-        from sqlalchemy.exc import SQLAlchemyError
-
-        kinds.append(SQLAlchemyError)
-    return tuple(kinds)
 
 
 class _NoTraceback(logging.Filter):

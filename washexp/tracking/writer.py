@@ -139,6 +139,17 @@ class Tracker:
         with self._guard():
             self._store()
 
+    def _store_errors(self) -> tuple[type, ...]:
+        """What MLflow's public client raises for a failing store: ``MlflowException`` (its SQL
+        store wraps every database error in one). Only once the set-up thread is done with
+        MLflow's import (two threads importing it at once can deadlock); before, no MLflow call
+        was made, so none of its errors can be here."""
+        if not self._set_up_done.is_set():
+            return ()
+        from mlflow.exceptions import MlflowException
+
+        return (MlflowException,)
+
     @property
     def ready(self) -> bool:
         """The store is set up (or its set-up failed): asking for it waits no more."""
@@ -162,7 +173,7 @@ class Tracker:
         except StoreError:
             raise
         except BaseException as err:
-            failure = store_failure(self.uri, err)
+            failure = store_failure(self.uri, err, self._store_errors())
             if failure is None:
                 raise
             self.failed = self.failed or failure
@@ -335,7 +346,7 @@ class Tracker:
             for rel, frame in frames.items():  # sorted: the tag lists them in that order
                 self.client.log_table(run.run_id, data=frame, artifact_file=rel)
         except Exception as err:
-            if store_failure(self.uri, err) is None:
+            if store_failure(self.uri, err, self._store_errors()) is None:
                 raise
             self._end_without_files(run, status, ended, secrets, err)
             raise
