@@ -188,7 +188,7 @@ def _compare_data(arms: pd.DataFrame, conds: pd.DataFrame, rows_of: dict) -> dic
     condition's last-cycle survival (``cycles_tasks``) and each fact's last-cycle kept
     (``cycles_facts``: the facts seen by then; a failed condition has none)."""
     tasks, facts = [], []
-    for _, c in conds.sort_values(["task", "k"], kind="stable").iterrows():
+    for _, c in conds.iterrows():
         arm, k = _label(arms, c["parent"]), int(c["k"])
         rows = rows_of.get(c["run_id"])
         last = None
@@ -196,11 +196,14 @@ def _compare_data(arms: pd.DataFrame, conds: pd.DataFrame, rows_of: dict) -> dic
             final = rows[(rows["cycle"] == rows["cycle"].max()) & rows["seen"].astype(bool)]
             facts += [
                 {"arm": arm, "task": c["task"], "k": k, "field": str(f["field"]), "kept": bool(f["kept"])}
-                for _, f in final.sort_values("field", kind="stable").iterrows()
+                for _, f in final.iterrows()
             ]
             last = _condition(c, rows)[-1]
         failed = c["status"] == "FAILED"  # as the table counts; a run neither FINISHED nor FAILED has no cells
         tasks.append({"arm": arm, "cohort": c["cohort"], "task": c["task"], "k": k, "failed": failed, "survival": last})
+    # in an order of their own, not the store's (runs of one task and k come back in any order)
+    tasks.sort(key=lambda t: (t["task"], t["k"], t["arm"]))
+    facts.sort(key=lambda f: (f["task"], f["k"], f["arm"], f["field"]))
     return {"cycles_tasks": tasks, "cycles_facts": facts}
 
 
