@@ -35,9 +35,10 @@ from tests.openai_server import Script, serve  # noqa: E402
 
 
 def write_traces(recordings: Path, per_run: int = 12) -> tuple[int, float]:
-    """The trace writing alone, in this process: every recorded call of a panel as a trace,
-    ``per_run`` to a run (a condition's worth), into a fresh SQLite store through the tracker's
-    own trace store. Returns the traces written and the CPU seconds it took (build and write)."""
+    """The trace writing alone, in this process: every recorded call of a panel as a span,
+    ``per_run`` calls to a run (a condition's worth; a trace per role and task, as a sweep's),
+    into a fresh SQLite store through the tracker's own trace store. Returns the calls written
+    and the CPU seconds it took (build and write)."""
     from washexp.tracking import open_tracker
     from washexp.tracking.traces import ModelCall
 
@@ -99,7 +100,7 @@ def main() -> None:
         else:
             panel_pairs(args, keep)
         n, cpu = write_traces(keep)
-        print(f"trace writing alone: {n} traces, {cpu:.2f} s CPU ({cpu / n * 1000:.2f} ms per trace), in this process")
+        print(f"trace writing alone: {n} calls, {cpu:.2f} s CPU ({cpu / n * 1000:.2f} ms per call), in this process")
     finally:
         shutil.rmtree(keep, ignore_errors=True)
 
@@ -122,10 +123,10 @@ def panel_pairs(args, keep: Path) -> None:
         pairs.append(got)
     wall = statistics.median(p[True]["wall"] / p[False]["wall"] - 1 for p in pairs)
     cpu = statistics.median(p[True]["cpu"] / p[False]["cpu"] - 1 for p in pairs)
-    per_trace = statistics.median((p[True]["cpu"] - p[False]["cpu"]) / max(1, p[True]["traces"]) * 1000 for p in pairs)
+    per_call = statistics.median((p[True]["cpu"] - p[False]["cpu"]) / max(1, p[True]["requests"]) * 1000 for p in pairs)
     print(
         f"traces on vs off (median of {len(pairs)} pairs): wall {wall:+.1%}, harness CPU {cpu:+.1%}"
-        f" ({per_trace:.2f} ms CPU per trace written); the bound is +5 % wall"
+        f" ({per_call:.2f} ms CPU per call traced); the bound is +5 % wall"
     )
 
 

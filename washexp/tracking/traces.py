@@ -6,11 +6,14 @@ was sent to the model (live) or answered from a recording (replayed), its record
 once a price is set, its cost. The tracker writes a run's calls on its writer thread, before the
 run's files, rows and status, so a FINISHED run has its traces.
 
-One trace per call and process: a call several conditions share (a summary used by every Top-N
-arm of its task) is one trace, created under the first run that closes with it (its
-``mlflow.sourceRun``) and linked to every other run that used it (``link_traces_to_run``), so
-each run's Traces tab, and ``mlflow.search_traces(run_id=...)``, lists every call the condition
-used.
+The calls of one role and task a run brings are one trace (:func:`group_of`: a condition's
+reader calls, the summaries of its task, a ranking), one span per call, created under the run
+(its ``mlflow.sourceRun``); a call is stored once per process. A call several conditions share
+(a summary used by every Top-N arm of its task) stays in the trace it was first stored in, and
+that trace is linked to every other run that used it (``link_traces_to_run``), so each run's
+Traces tab, and ``mlflow.search_traces(run_id=...)``, holds every call the condition used. A
+trace per call cost MLflow's SQL store a ``start_trace`` and a ``log_spans`` each (about 28 ms of
+CPU); grouped, the panel's 908 calls are about 300 traces.
 
 Traces are written through MLflow's public tracing API only (``mlflow.start_span_no_context``
 and the span's ``end``, ``link_traces_to_run``, ``mlflow.flush_trace_async_logging``, all in MLflow
@@ -23,12 +26,16 @@ are written. MLflow's exporter only logs a trace it failed to store; the store i
 each run's traces (``search_traces``), and a trace it does not hold fails the write (a run is
 never FINISHED without its traces).
 
-What a trace holds (MLflow's own keys, so the UI shows a chat): one ``CHAT_MODEL`` span whose
+What a trace holds (MLflow's own keys, so the UI shows a chat): a ``CHAIN`` root span named by
+the role and task (``read payment``) whose inputs name its calls and whose status is ERROR when
+one was refused; under it one ``CHAT_MODEL`` span per call, named ``read payment g2 a1``, whose
 inputs are ``{"messages": [...]}`` and outputs a chat completion (``choices``, ``usage``), the
 token usage (``mlflow.chat.tokenUsage``, which MLflow sums into the trace's token usage), its
 latency (the span's start and end), the cost (``mlflow.llm.cost`` and ``washexp.cost_usd``, only
-with a price) and the attributes and tags ``washexp.recording_key``, ``washexp.replayed``,
-``washexp.role``, ``washexp.task``. Every text is masked (:mod:`washexp.masking`) before it is
+with a price) and the attributes ``washexp.recording_key``, ``washexp.replayed``,
+``washexp.role``, ``washexp.task``, ``washexp.generation``, ``washexp.answer``. The trace's tags
+are ``washexp.role``, ``washexp.task`` and ``washexp.replayed`` (``true`` when every call in it
+was answered from a recording). Every text is masked (:mod:`washexp.masking`) before it is
 handed to MLflow.
 """
 
@@ -144,22 +151,21 @@ def _masker(values: list[str]):
 
 
 @dataclass(frozen=True)
-class TraceArgs:
-    """One call as the arguments of MLflow's ``start_trace`` and ``end_trace`` (masked)."""
+class SpanArgs:
+    """One call as the arguments of its span's start and end (masked)."""
 
     name: str
     inputs: dict[str, Any]
     outputs: dict[str, Any]
     attributes: dict[str, Any]
-    tags: dict[str, str]
     error: str | None
     started_ns: int
     ended_ns: int
 
 
-def trace_args(call: ModelCall, secrets: list[str] | None = None) -> TraceArgs:
-    """The trace of ``call`` (masked: ``secrets``, default the environment's) as MLflow's client
-    is asked to write it."""
+def span_args(call: ModelCall, secrets: list[str] | None = None) -> SpanArgs:
+    """The span of ``call`` (masked: ``secrets``, default the environment's) as MLflow is asked
+    to write it."""
     mask = _masker(secret_values() if secrets is None else secrets)
     usage = None
     if call.prompt_tokens is not None or call.completion_tokens is not None:
@@ -195,15 +201,11 @@ def trace_args(call: ModelCall, secrets: list[str] | None = None) -> TraceArgs:
     if call.cost_usd is not None:
         attributes["mlflow.llm.cost"] = {"total_cost": float(call.cost_usd)}
         attributes[COST] = float(call.cost_usd)
-    tags = {RECORDING_KEY: call.key, REPLAYED: "true" if call.replayed else "false", ROLE: mask(call.role)}
-    if call.task:
-        tags[TASK] = mask(call.task)
-    return TraceArgs(
+    return SpanArgs(
         name=mask(call.name),
         inputs=inputs,
         outputs=outputs,
         attributes=attributes,
-        tags=tags,
         error=None if call.error is None else mask(call.error),
         started_ns=call.started_ns,
         ended_ns=call.ended_ns,
@@ -249,13 +251,15 @@ class TraceStore:
         return self._stored.get(self._ids.get(key, ""))
 
     def write(self, run_id: str, calls: tuple[ModelCall, ...]) -> None:
-        """Store the traces of ``calls`` not yet stored, under ``run_id``; link the others to it.
-        Raises when the store does not hold them all afterwards."""
+        """Store the calls of ``calls`` not yet stored under ``run_id``, one trace per role and
+        task (:func:`group_of`); link the traces holding the others to it. Raises when the store
+        does not hold them all afterwards."""
         import mlflow
-        from mlflow.entities import SpanStatus, SpanStatusCode
 
         client, experiment_id = self._connect()
-        new, linked, seen = [], [], set()
+        groups: dict[tuple[str, str | None], list[tuple[str, ModelCall]]] = {}
+        linked: dict[str, None] = {}  # ordered, each once
+        seen: set[str] = set()
         for call in calls:
             placeholder = self.trace_id(call.key)
             if placeholder in seen:
@@ -263,31 +267,22 @@ class TraceStore:
             seen.add(placeholder)
             stored = self._stored.get(placeholder)
             if stored is None:
-                new.append((placeholder, call))
+                groups.setdefault(group_of(call), []).append((placeholder, call))
             else:
-                linked.append(stored)
+                linked[stored] = None
         secrets = secret_values()
-        for placeholder, call in new:
-            args = trace_args(call, secrets)
-            # what MlflowClient.start_trace(run_id=...) does from MLflow 3.14; 3.13 has no run_id there
-            root = mlflow.start_span_no_context(
-                args.name,
-                span_type="CHAT_MODEL",
-                inputs=args.inputs,
-                attributes=args.attributes,
-                tags=args.tags,
-                metadata={"mlflow.sourceRun": run_id},
-                experiment_id=experiment_id,
-                start_time_ns=args.started_ns,
-            )
-            status = SpanStatus(SpanStatusCode.ERROR, args.error) if args.error is not None else "OK"
-            root.end(outputs=args.outputs, status=status, end_time_ns=args.ended_ns)
-            self._stored[placeholder] = root.trace_id
-        if new:
+        written = []
+        for group in groups.values():
+            trace_id = _write_group(run_id, experiment_id, [call for _, call in group], secrets)
+            written.append(trace_id)
+            for placeholder, _ in group:
+                self._stored[placeholder] = trace_id
+        if written:
             mlflow.flush_trace_async_logging()  # stored before they are linked or looked for
-        for i in range(0, len(linked), _LINKS):
-            client.link_traces_to_run(linked[i : i + _LINKS], run_id)
-        self._check(client, experiment_id, run_id, {self._stored[p] for p, _ in new} | set(linked))
+        others = [t for t in linked if t not in written]
+        for i in range(0, len(others), _LINKS):
+            client.link_traces_to_run(others[i : i + _LINKS], run_id)
+        self._check(client, experiment_id, run_id, {*written, *others})
 
     @staticmethod
     def _check(client, experiment_id: str, run_id: str, expected: set[str]) -> None:
@@ -307,6 +302,54 @@ class TraceStore:
         missing = expected - held
         if missing:
             raise TraceWriteError(f"run {run_id}: MLflow did not store {len(missing)} of its {len(expected)} traces")
+
+
+def group_of(call: ModelCall) -> tuple[str, str | None]:
+    """The trace a call goes in: its role and task (a condition's reader calls, the summaries of a
+    task all its arms share, a ranking)."""
+    return call.role, call.task
+
+
+def _write_group(run_id: str, experiment_id: str, calls: list[ModelCall], secrets: list[str]) -> str:
+    """One trace under ``run_id``: a root span for the group, a ``CHAT_MODEL`` span per call.
+    Returns the id MLflow gave it."""
+    import mlflow
+    from mlflow.entities import SpanStatus, SpanStatusCode
+
+    spans = [span_args(call, secrets) for call in calls]
+    first, mask = calls[0], _masker(secrets)
+    refused = sum(a.error is not None for a in spans)
+    tags = {ROLE: mask(first.role), REPLAYED: "true" if all(c.replayed for c in calls) else "false"}
+    if first.task:
+        tags[TASK] = mask(first.task)
+    # what MlflowClient.start_trace(run_id=...) does from MLflow 3.14; 3.13 has no run_id there
+    root = mlflow.start_span_no_context(
+        mask(f"{first.role or 'call'} {first.task}" if first.task else first.role or "call"),
+        span_type="CHAIN",
+        inputs={"calls": [a.name for a in spans]},
+        tags=tags,
+        metadata={"mlflow.sourceRun": run_id},
+        experiment_id=experiment_id,
+        start_time_ns=min(a.started_ns for a in spans),
+    )
+    for args in spans:
+        span = mlflow.start_span_no_context(
+            args.name,
+            span_type="CHAT_MODEL",
+            parent_span=root,
+            inputs=args.inputs,
+            attributes=args.attributes,
+            start_time_ns=args.started_ns,
+        )
+        status = SpanStatus(SpanStatusCode.ERROR, args.error) if args.error is not None else "OK"
+        span.end(outputs=args.outputs, status=status, end_time_ns=args.ended_ns)
+    status = SpanStatus(SpanStatusCode.ERROR, f"{refused} refused") if refused else "OK"
+    root.end(
+        outputs={"answered": len(spans) - refused, "refused": refused},
+        status=status,
+        end_time_ns=max(a.ended_ns for a in spans),
+    )
+    return root.trace_id
 
 
 class TraceWriteError(OSError):
