@@ -28,7 +28,7 @@ from tests.conftest import new_store_copy
 from tests.postgres import postgres_cluster
 from washexp.tracking import open_tracker
 from washexp.tracking.runs import HASH_TAG, OWNER_TAG, PARENT_TAG, Found, FoundRun
-from washexp.tracking.serialise import table_json
+from washexp.tracking.serialise import table_json, with_ids
 
 PARAMS = {"model": "reference", "topn": 2, "roles": {"read": "reference", "jev": None}}
 METRICS = {"retention": 0.75, "contexts": 3.0}
@@ -255,6 +255,17 @@ def test_tables_load_across_runs_as_mlflow_logged_them(stored):
     assert len(table) == 4
     rows = {r: table[table.run_id == r].drop(columns="run_id").reset_index(drop=True) for r in (new, old)}
     assert rows[new].equals(rows[old]) and rows[new]["field"].tolist() == ["a", "b"]
+
+
+def test_a_tables_trace_placeholders_become_the_stored_ids_and_nothing_else_moves():
+    ids = {"washexp-trace-a": "tr-1", "washexp-trace-b": "tr-2"}
+    frame = pd.DataFrame(
+        {"g": [0, 1, 2], "trace_id": ["washexp-trace-b", "washexp-trace-a", "washexp-trace-c"], "x": ["a", "b", None]}
+    )
+    named = with_ids(frame, ids)
+    assert named["trace_id"].tolist() == ["tr-2", "tr-1", "washexp-trace-c"]  # an unknown one stays as it is
+    assert named[["g", "x"]].equals(frame[["g", "x"]]) and frame["trace_id"][0] == "washexp-trace-b"  # a copy
+    assert with_ids(frame, {}) is frame and with_ids(frame, {"no": "such"}) is frame
 
 
 def test_a_failed_run_keeps_its_error_and_manifest(tmp_path, database):

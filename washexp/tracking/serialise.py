@@ -30,6 +30,26 @@ def frame_of(data: Any):
     return data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
 
 
+def _is_text(dtype) -> bool:
+    import pandas as pd
+
+    return pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)
+
+
+def with_ids(frame, ids: dict[str, str]):
+    """``frame`` with every cell that is a key of ``ids`` (a trace's placeholder) replaced by its
+    value; only the columns holding one are copied (pandas' ``replace`` scanned every cell of
+    every table: 4 ms a table, 6 % of the writer on the tracked panel)."""
+    keys = list(ids)
+    hits = [i for i, t in enumerate(frame.dtypes) if keys and _is_text(t) and frame.iloc[:, i].isin(keys).any()]
+    if not hits:
+        return frame
+    frame = frame.copy()
+    for i in hits:
+        frame.iloc[:, i] = frame.iloc[:, i].map(lambda v: ids.get(v, v) if isinstance(v, str) else v)
+    return frame
+
+
 def masked_frame(frame, secrets: list[str]):
     """``frame`` with every secret masked out of its text (column names and string cells, nested
     ones too) before MLflow writes it: a table is written by ``log_table``, not as our bytes."""
@@ -45,11 +65,9 @@ def masked_frame(frame, secrets: list[str]):
             return {masked(k): masked(v) for k, v in value.items()}
         return value
 
-    import pandas as pd
-
     frame = frame.rename(columns=masked)  # a copy: the caller's table is left as it was
     for i, dtype in enumerate(frame.dtypes):
-        if pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype):
+        if _is_text(dtype):
             frame.iloc[:, i] = frame.iloc[:, i].map(masked)
     return frame
 

@@ -67,6 +67,7 @@ from washexp.tracking.serialise import (
     pointer,
     table_json,
     unstored,
+    with_ids,
     write_tree,
 )
 from washexp.tracking.setup import SetUp, lock_path, set_up_store
@@ -325,7 +326,7 @@ class Tracker:
         if run.traces:  # first: MLflow names each trace as it stores it, and a table may name one
             self.traces.write(run.run_id, run.traces)
             stored = self.traces.stored_ids(run.traces)
-            frames = {rel: frame.replace(stored) for rel, frame in frames.items()}
+            frames = {rel: with_ids(frame, stored) for rel, frame in frames.items()}
         secrets = secret_values()  # once for the run's files, tables, params and tags
         frames = {rel: masked_frame(frame, secrets) for rel, frame in sorted(frames.items())}
         # a table replaces a file of its name, as it always did (log_table would append to one)
