@@ -271,18 +271,18 @@ class TraceStore:
             else:
                 linked[stored] = None
         secrets = secret_values()
-        written = []
+        written = set()
         for group in groups.values():
-            trace_id = _write_group(run_id, experiment_id, [call for _, call in group], secrets)
-            written.append(trace_id)
+            stored_id = _write_group(run_id, experiment_id, [call for _, call in group], secrets)
+            written.add(stored_id)
             for placeholder, _ in group:
-                self._stored[placeholder] = trace_id
+                self._stored[placeholder] = stored_id
         if written:
             mlflow.flush_trace_async_logging()  # stored before they are linked or looked for
-        others = [t for t in linked if t not in written]
+        others = list(linked)  # each written under an earlier run: never one of this run's own
         for i in range(0, len(others), _LINKS):
             client.link_traces_to_run(others[i : i + _LINKS], run_id)
-        self._check(client, experiment_id, run_id, {*written, *others})
+        self._check(client, experiment_id, run_id, written | linked.keys())
 
     @staticmethod
     def _check(client, experiment_id: str, run_id: str, expected: set[str]) -> None:
