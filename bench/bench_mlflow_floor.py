@@ -1,0 +1,222 @@
+"""MLflow's own floor under the tracked panel: what its public API costs for exactly what the panel stores.
+
+    python bench/bench_mlflow_floor.py [--latency 0.2] [--concurrency 8 32]
+
+Runs the 13-arm panel (``bench_panel.py``'s command) tracked to a SQLite store in a temporary
+folder, then reads everything it stored back (runs, their files, tables, params, metrics and
+tags; every trace with its spans) and writes the same things again into a fresh store through
+the calls washexp makes (``create_run``, ``log_artifacts`` from a folder, ``log_table`` per
+table, ``log_batch``, ``set_terminated``; ``mlflow.start_span_no_context`` and ``end`` per span),
+one after another on one thread, with nothing of washexp's around them. Only those calls are
+timed; reading the first store and preparing the folders are not.
+
+The CPU they take is the floor a harness that stores these runs and traces through MLflow's
+public API pays, however well it schedules: the panel's ideal wall time is requests x latency /
+concurrency, so ``floor / ideal`` is the best ratio a tracked panel can reach with the store's
+writes alone on a core of their own (the figure issue 38's 1.10 at x 8 and 1.35 at x 32 are held
+against). Printed beside the panel's own run: its wall time, ratio and CPU, and the share of the
+harness's tracking cost (tracked minus untracked CPU) that is MLflow's floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"  # as the tracker writes them: synchronously
+os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
+
+from bench.bench_panel import panel_command  # noqa: E402
+from tests.openai_server import Script, serve  # noqa: E402
+
+TABLES_TAG = "mlflow.loggedArtifacts"
+
+
+def run_panel(folder: Path, latency: float, concurrency: int, tracked: bool) -> dict:
+    """The panel once against a fresh scripted server, tracked into ``folder`` or not."""
+    script = Script(latency=latency)
+    with serve(script) as url:
+        track = (
+            [f"tracking.uri=sqlite:///{folder / 'mlflow.db'}", f"tracking.artifacts={folder / 'mlruns'}"]
+            if tracked
+            else ["tracking=off"]
+        )
+        command = [*panel_command(ROOT, url, folder, concurrency), *track, f"hydra.sweep.dir={folder / 'multirun'}"]
+        before, start = os.times(), time.perf_counter()
+        subprocess.run(command, cwd=folder, check=True, capture_output=True, env={**os.environ, "CI": "1"})
+        wall, after = time.perf_counter() - start, os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return {"requests": script.count(), "wall": wall, "cpu": cpu, "ideal": script.count() * latency / concurrency}
+
+
+def stored_runs(uri: str, staging: Path) -> list[dict]:
+    """Every run of the store, oldest first, as what is needed to write it again: its files in a
+    folder of their own (tables apart, as frames), params, metrics, tags."""
+    import pandas as pd
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    (experiment,) = [e for e in client.search_experiments() if e.name != "Default"]
+    runs = client.search_runs([experiment.experiment_id], max_results=10_000, order_by=["attributes.start_time ASC"])
+    out = []
+    for i, run in enumerate(runs):
+        files = Path(client.download_artifacts(run.info.run_id, "", str(staging / f"dl{i}")))
+        tables = {}
+        for entry in json.loads(run.data.tags.get(TABLES_TAG, "[]")):
+            path = files / entry["path"]
+            tables[entry["path"]] = pd.read_json(path, orient="split", dtype=False)
+            path.unlink()
+        tags = {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")}
+        out.append(
+            {
+                "name": run.info.run_name,
+                "files": files,
+                "tables": tables,
+                "params": dict(run.data.params),
+                "metrics": dict(run.data.metrics),
+                "tags": tags,
+                "status": run.info.status,
+            }
+        )
+    return out
+
+
+def stored_traces(uri: str) -> list:
+    """Every trace of the store with its spans."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    (experiment,) = [e for e in client.search_experiments() if e.name != "Default"]
+    traces, token = [], None
+    while True:
+        page = client.search_traces(locations=[experiment.experiment_id], max_results=500, page_token=token)
+        traces.extend(page)
+        token = page.token
+        if not token:
+            return traces
+
+
+def write_runs(client, experiment_id: str, runs: list[dict]) -> list[str]:
+    """The runs again, by the calls the tracker makes; returns their ids."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    ids = []
+    for run in runs:
+        kind = {"washexp.kind": run["tags"].get("washexp.kind", "")}
+        run_id = client.create_run(experiment_id, run_name=run["name"], tags=kind).info.run_id
+        ids.append(run_id)
+        if any(run["files"].iterdir()):
+            client.log_artifacts(run_id, str(run["files"]))
+        for rel, frame in sorted(run["tables"].items()):
+            client.log_table(run_id, data=frame, artifact_file=rel)
+        now = int(time.time() * 1000)
+        params = [Param(k, v) for k, v in run["params"].items()]
+        tags = [RunTag(k, v) for k, v in run["tags"].items()]
+        metrics = [Metric(k, v, now, 0) for k, v in run["metrics"].items()]
+        for i in range(0, max(len(params), len(tags), len(metrics), 1), 100):
+            client.log_batch(run_id, metrics=metrics[i : i + 100], params=params[i : i + 100], tags=tags[i : i + 100])
+        client.set_terminated(run_id, run["status"])
+    return ids
+
+
+def write_traces(experiment_id: str, traces: list, run_ids: list[str]) -> int:
+    """Every trace again, span by span as the tracker writes one (a root, its children under it);
+    each under one of the new runs. Returns the spans written."""
+    import mlflow
+
+    kept = ("washexp.", "mlflow.chat", "mlflow.llm")  # what the tracker sets on a call's span
+    spans = 0
+    for n, trace in enumerate(traces):
+        spans_of = trace.data.spans
+        root_span = next(s for s in spans_of if s.parent_id is None)
+        root = mlflow.start_span_no_context(
+            root_span.name,
+            span_type=root_span.span_type,
+            inputs=root_span.inputs,
+            tags={k: v for k, v in trace.info.tags.items() if k.startswith("washexp.")},
+            metadata={"mlflow.sourceRun": run_ids[n % len(run_ids)]},
+            experiment_id=experiment_id,
+            start_time_ns=root_span.start_time_ns,
+        )
+        for span in spans_of:
+            if span is root_span:
+                continue
+            child = mlflow.start_span_no_context(
+                span.name,
+                span_type=span.span_type,
+                parent_span=root,
+                inputs=span.inputs,
+                attributes={k: v for k, v in span.attributes.items() if k.startswith(kept)},
+                start_time_ns=span.start_time_ns,
+            )
+            child.end(outputs=span.outputs, status=span.status, end_time_ns=span.end_time_ns)
+            spans += 1
+        root.end(outputs=root_span.outputs, status=root_span.status, end_time_ns=root_span.end_time_ns)
+        spans += 1
+    return spans
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32])
+    args = parser.parse_args()
+    from mlflow import MlflowClient
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "off").mkdir()
+        (root / "on").mkdir()
+        off = run_panel(root / "off", args.latency, args.concurrency[0], tracked=False)
+        on = run_panel(root / "on", args.latency, args.concurrency[0], tracked=True)
+        source = f"sqlite:///{root / 'on' / 'mlflow.db'}"
+        runs = stored_runs(source, root / "staging")
+        traces = stored_traces(source)
+        target = f"sqlite:///{root / 'floor.db'}"
+        client = MlflowClient(target)
+        experiment_id = client.create_experiment("floor", artifact_location=str(root / "floor-art"))
+        import mlflow
+
+        mlflow.set_tracking_uri(target)
+        start = time.process_time()
+        run_ids = write_runs(client, experiment_id, runs)
+        middle = time.process_time()
+        spans = write_traces(experiment_id, traces, run_ids)
+        end = time.process_time()
+        files = sum(1 for r in runs for p in r["files"].rglob("*") if p.is_file())
+        tables = sum(len(r["tables"]) for r in runs)
+        shutil.rmtree(root / "staging")
+    runs_cpu, traces_cpu = middle - start, end - middle
+    floor, requests = runs_cpu + traces_cpu, on["requests"]
+
+    def per_request(cpu: float) -> str:
+        return f"{cpu:5.1f} s CPU ({1000 * cpu / requests:.1f} ms a request)"
+
+    print(f"panel at {args.latency} s x {args.concurrency[0]}: {requests} requests, ideal {on['ideal']:.2f} s")
+    for name, r in (("untracked", off), ("tracked", on)):
+        print(f"  {name:9s} wall {r['wall']:6.2f} s ({r['wall'] / r['ideal']:.2f} of ideal), {per_request(r['cpu'])}")
+    print(f"what it stored: {len(runs)} runs, {files} files, {tables} tables; {len(traces)} traces, {spans} spans")
+    print("MLflow's public API writing the same again, one thread, nothing else timed:")
+    print(f"  runs    {runs_cpu:5.1f} s CPU ({1000 * runs_cpu / len(runs):.1f} ms a run)")
+    print(f"  traces  {traces_cpu:5.1f} s CPU ({1000 * traces_cpu / max(spans, 1):.1f} ms a span)")
+    cost = on["cpu"] - off["cpu"]
+    print(f"  floor   {per_request(floor)}: {floor / cost:.0%} of what tracking cost the harness ({cost:.1f} s)")
+    for concurrency in args.concurrency:
+        ideal = requests * args.latency / concurrency
+        best = max(floor, ideal) / ideal
+        print(f"  best ratio at x {concurrency}, the floor alone on a core of its own: {best:.2f} (ideal {ideal:.2f})")
+
+
+if __name__ == "__main__":
+    main()
