@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,27 +36,15 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"  # as the tracker writes them: synchronously
 os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
 
-from bench.bench_panel import panel_command  # noqa: E402
-from tests.openai_server import Script, serve  # noqa: E402
+from bench.bench_panel import run_panel  # noqa: E402
 
 TABLES_TAG = "mlflow.loggedArtifacts"
 
 
-def run_panel(folder: Path, latency: float, concurrency: int, tracked: bool) -> dict:
-    """The panel once against a fresh scripted server, tracked into ``folder`` or not."""
-    script = Script(latency=latency)
-    with serve(script) as url:
-        track = (
-            [f"tracking.uri=sqlite:///{folder / 'mlflow.db'}", f"tracking.artifacts={folder / 'mlruns'}"]
-            if tracked
-            else ["tracking=off"]
-        )
-        command = [*panel_command(ROOT, url, folder, concurrency), *track, f"hydra.sweep.dir={folder / 'multirun'}"]
-        before, start = os.times(), time.perf_counter()
-        subprocess.run(command, cwd=folder, check=True, capture_output=True, env={**os.environ, "CI": "1"})
-        wall, after = time.perf_counter() - start, os.times()
-    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return {"requests": script.count(), "wall": wall, "cpu": cpu, "ideal": script.count() * latency / concurrency}
+def experiment_of(client) -> str:
+    """The panel's experiment: the store's one besides MLflow's Default."""
+    (experiment,) = [e for e in client.search_experiments() if e.name != "Default"]
+    return experiment.experiment_id
 
 
 def stored_runs(uri: str, staging: Path) -> list[dict]:
@@ -67,8 +54,7 @@ def stored_runs(uri: str, staging: Path) -> list[dict]:
     from mlflow import MlflowClient
 
     client = MlflowClient(uri)
-    (experiment,) = [e for e in client.search_experiments() if e.name != "Default"]
-    runs = client.search_runs([experiment.experiment_id], max_results=10_000, order_by=["attributes.start_time ASC"])
+    runs = client.search_runs([experiment_of(client)], max_results=10_000, order_by=["attributes.start_time ASC"])
     out = []
     for i, run in enumerate(runs):
         files = Path(client.download_artifacts(run.info.run_id, "", str(staging / f"dl{i}")))
@@ -97,10 +83,9 @@ def stored_traces(uri: str) -> list:
     from mlflow import MlflowClient
 
     client = MlflowClient(uri)
-    (experiment,) = [e for e in client.search_experiments() if e.name != "Default"]
-    traces, token = [], None
+    experiment_id, traces, token = experiment_of(client), [], None
     while True:
-        page = client.search_traces(locations=[experiment.experiment_id], max_results=500, page_token=token)
+        page = client.search_traces(locations=[experiment_id], max_results=500, page_token=token)
         traces.extend(page)
         token = page.token
         if not token:
@@ -176,10 +161,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        (root / "off").mkdir()
         (root / "on").mkdir()
-        off = run_panel(root / "off", args.latency, args.concurrency[0], tracked=False)
-        on = run_panel(root / "on", args.latency, args.concurrency[0], tracked=True)
+        off = run_panel(args.latency, args.concurrency[0], tracking=False)
+        on = run_panel(args.latency, args.concurrency[0], tracking=True, keep=root / "on")
         source = f"sqlite:///{root / 'on' / 'mlflow.db'}"
         runs = stored_runs(source, root / "staging")
         traces = stored_traces(source)

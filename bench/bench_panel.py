@@ -54,12 +54,13 @@ def panel_command(root: Path, url: str, folder: Path, concurrency: int) -> list[
     ]
 
 
-def run_panel(latency: float, concurrency: int, tracking: bool, root: Path = ROOT) -> dict:
+def run_panel(latency: float, concurrency: int, tracking: bool, root: Path = ROOT, keep: Path | None = None) -> dict:
     """One panel run in a fresh process against a fresh server and recordings folder; ``root``:
-    the checkout whose ``run.py`` runs (another one's: a before/after pair)."""
+    the checkout whose ``run.py`` runs (another one's: a before/after pair); ``keep``: an empty
+    folder the run's store and recordings stay in (else a temporary one)."""
     script = Script(latency=latency)
     with tempfile.TemporaryDirectory() as tmp, serve(script) as url:
-        folder = Path(tmp)
+        folder = keep or Path(tmp)
         track = (
             [f"tracking.uri=sqlite:///{folder / 'mlflow.db'}", f"tracking.artifacts={folder / 'mlruns'}"]
             if tracking
