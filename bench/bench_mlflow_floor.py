@@ -6,7 +6,8 @@ Runs the 13-arm panel (``bench_panel.py``'s command) tracked to a SQLite store i
 folder, then reads everything it stored back (runs, their files, tables, params, metrics and
 tags; every trace with its spans) and writes the same things again into a fresh store through
 the calls washexp makes (``create_run``, ``log_artifacts`` from a folder, ``log_table`` per
-table, ``log_batch``, ``set_terminated``; ``mlflow.start_span_no_context`` and ``end`` per span),
+table, ``log_batch`` with each metric's last value only, ``set_terminated``;
+``mlflow.start_span_no_context`` and ``end`` per span),
 one after another on one thread, with nothing of washexp's around them. Only those calls are
 timed; reading the first store and preparing the folders are not.
 
@@ -109,8 +110,15 @@ def write_runs(client, experiment_id: str, runs: list[dict]) -> list[str]:
         params = [Param(k, v) for k, v in run["params"].items()]
         tags = [RunTag(k, v) for k, v in run["tags"].items()]
         metrics = [Metric(k, v, now, 0) for k, v in run["metrics"].items()]
-        for i in range(0, max(len(params), len(tags), len(metrics), 1), 100):
-            client.log_batch(run_id, metrics=metrics[i : i + 100], params=params[i : i + 100], tags=tags[i : i + 100])
+        # the tracker's batching: 100 params and 100 tags, 800 metrics a call
+        batches = max(-(-len(params) // 100), -(-len(tags) // 100), -(-len(metrics) // 800), 1)
+        for i in range(batches):
+            client.log_batch(
+                run_id,
+                metrics=metrics[i * 800 : (i + 1) * 800],
+                params=params[i * 100 : (i + 1) * 100],
+                tags=tags[i * 100 : (i + 1) * 100],
+            )
         client.set_terminated(run_id, run["status"])
     return ids
 
