@@ -428,3 +428,20 @@ def test_a_store_refusing_through_mlflow_s_client_is_one_store_error(tmp_path):
         with tracker.open("r", "h1", {"a": "1"}, {}) as run:
             run.finish({"m": 1.0}, {})
         tracker.close()
+
+
+def test_a_run_past_mlflow_s_batch_limits_is_stored_whole(tmp_path):
+    """MLflow's store takes at most 100 params, 100 tags and 1,000 values a call: a run with more
+    of each (one ``log_batch`` that MLflow's client splits) is stored whole, at both ends of the
+    pinned range."""
+    tracker = _open(None, tmp_path, premade=True)
+    params = {f"p{i:03d}": i for i in range(250)}
+    tags = {f"t{i:03d}": str(i) for i in range(250)}
+    metrics = {f"m{i:04d}": float(i) for i in range(1_700)}
+    with tracker.open("many", "h-many", params, tags) as run:
+        run.finish(metrics, {})
+    tracker.close()
+    data = _fresh_client(tracker).get_run(run.run_id).data
+    assert {k: v for k, v in data.params.items() if k.startswith("p")} == {k: str(v) for k, v in params.items()}
+    assert {k: v for k, v in data.tags.items() if k in tags} == tags
+    assert {k: v for k, v in data.metrics.items() if k.startswith("m")} == metrics

@@ -76,9 +76,6 @@ from washexp.tracking.sqlite import check_store, store_path
 from washexp.tracking.traces import TraceStore
 from washexp.tracking.write_queue import WriteQueue
 
-_BATCH = 100  # MLflow accepts at most 100 params or tags per batch call
-_METRICS_BATCH = 800  # and 1,000 values in all: 800 metrics beside 100 params and 100 tags
-
 
 class Tracker:
     def __init__(self, uri: str, experiment: str, artifact_root: Path | None, lock_dir: Path):
@@ -277,9 +274,9 @@ class Tracker:
     def _log(
         self, run: Run, metrics, tags, status: str, ended: int, secrets: list[str] | None = None, params=None
     ) -> None:
-        """Params, metrics (and step series), tags in as few ``log_batch`` calls as MLflow takes
-        (100 params and 100 tags, 1,000 values in all, a call), then the status. ``ended``: when
-        the run was closed (ms), not when the writer thread got to it."""
+        """Params, metrics (and step series), tags in one ``log_batch`` (MLflow's client splits it
+        into as many calls as its store takes: 100 params and 100 tags, 1,000 values a call), then
+        the status. ``ended``: when the run was closed (ms), not when the writer thread got to it."""
         secrets = secret_values() if secrets is None else secrets  # read once for the whole run
         if params is None:  # no artifacts to point to: a long value says it was not stored, never cut
             params = {k: unstored(t) for k, t in param_texts(run.params).items()}
@@ -292,14 +289,7 @@ class Tracker:
         ps = [Param(k, v) for k, v in params.items()]
         ms = [Metric(*point) for point in dict.fromkeys(points)]  # a repeated point is one value
         ts = [RunTag(k, v) for k, v in tagged.items()]
-        batches = max(-(-len(ps) // _BATCH), -(-len(ts) // _BATCH), -(-len(ms) // _METRICS_BATCH))
-        for i in range(batches):
-            self.client.log_batch(
-                run.run_id,
-                metrics=ms[i * _METRICS_BATCH : (i + 1) * _METRICS_BATCH],
-                params=ps[i * _BATCH : (i + 1) * _BATCH],
-                tags=ts[i * _BATCH : (i + 1) * _BATCH],
-            )
+        self.client.log_batch(run.run_id, metrics=ms, params=ps, tags=ts)
         self.client.set_terminated(run.run_id, status, end_time=ended)
 
     def _store_files(self, run: Run, files: dict[str, bytes]) -> None:
