@@ -1,8 +1,9 @@
 """The reader's structured output (``model.structured_output``), end to end against a real HTTP
 server on 127.0.0.1 with scripted replies (test equipment, never a model's result).
 
-Traps guarded: the schema sent to every role (S, H and Jev must write free text; today's
-``extra_body`` reaches all of them); a schema built from the expected values instead of the
+Traps guarded: the schema sent to every role (S and H must write free text; today's
+``extra_body`` reaches all of them), and Jev asked for anything but its own ``{"scores": [...]}``
+shape, one number per unit; a schema built from the expected values instead of the
 field names (ground truth out of what is measured); the two wire forms swapped (llama-cpp-python's
 server refuses OpenAI's form with HTTP 500); a reply out of shape scored as lost evidence instead
 of being counted apart; an unknown form accepted silently.
@@ -18,7 +19,7 @@ from mlflow.tracking import MlflowClient
 from tests.conftest import SCRIPTED_ENV, run_cli, scripted_sweep
 from tests.openai_server import Script, serve
 from tests.test_export import export
-from washexp.compaction.answer_format import ANY_VALUE, facts_schema, response_format
+from washexp.compaction.answer_format import ANY_VALUE, facts_schema, ranking_format, response_format, scores_schema
 from washexp.compaction.fixtures import load_tasks
 from washexp.compaction.grading import grade
 
@@ -53,12 +54,18 @@ def _tasks():
     return {t.id: t for t in load_tasks(ROOT / "fixtures" / "compaction") if t.id in TASKS}
 
 
-def test_the_reader_alone_asks_and_each_form_is_the_servers_own(sent):
+def test_the_reader_and_the_ranker_alone_ask_and_each_form_is_the_servers_own(sent):
     _root, requests, *_ = sent
     tasks = _tasks()
-    others = [r for r in requests["json_schema"] if r["kind"] in ("S", "H", "Jev")]
-    assert {r["kind"] for r in others} == {"S", "H", "Jev"}
-    assert all("response_format" not in r["body"] for r in others)  # free text for every other role
+    others = [r for r in requests["json_schema"] if r["kind"] in ("S", "H")]
+    assert {r["kind"] for r in others} == {"S", "H"}
+    assert all("response_format" not in r["body"] for r in others)  # free text for the summarisers
+    ranks = [r for r in requests["json_schema"] if r["kind"] == "Jev"]
+    assert ranks
+    for r in ranks:  # the ranker's own shape: exactly one score per unit of its task
+        units = len(tasks[r["task"]].units)
+        assert r["body"]["response_format"] == ranking_format("json_schema", units)
+        assert r["body"]["response_format"]["json_schema"]["schema"] == scores_schema(units)
     for form, kinds in (("json_schema", "json_schema"), ("json_object", "json_object")):
         reads = [r for r in requests[form] if r["kind"] == "read"]
         assert reads
@@ -94,6 +101,17 @@ def test_an_unknown_form_is_refused_in_one_line_before_any_run(tmp_path):
     assert "model.structured_output='yaml': expected one of json_schema, json_object, off" in lines[0]
     with pytest.raises(ValueError, match="yaml"):
         response_format("yaml", ["a"])
+    with pytest.raises(ValueError, match="yaml"):
+        ranking_format("yaml", 3)
+
+
+def test_the_ranking_schema_holds_exactly_its_count_of_scores_in_range():
+    assert ranking_format("off", 3) is None
+    schema = ranking_format("json_object", 3)["schema"]
+    scores = schema["properties"]["scores"]
+    assert (scores["minItems"], scores["maxItems"]) == (3, 3)
+    assert (scores["items"]["minimum"], scores["items"]["maximum"]) == (0, 100)
+    assert schema["required"] == ["scores"] and schema["additionalProperties"] is False
 
 
 def test_format_failures_are_counted_apart_per_condition_arm_and_record(sent):

@@ -1,10 +1,11 @@
 """The ``openai`` backend (``model=openai``): every role played by a served chat model.
 
 - S: ``prompts/summarize.txt``, the task and every unit -> summary text;
-- Jev: ``prompts/jev.txt``, the task and every unit (nothing else) -> ``{"scores": [...]}``,
-  read as ``compaction.replies`` reads an internal role (the object, bare or in one code fence),
-  then checked strictly: anything but one object with exactly one number from 0 to 100 per unit
-  is a :class:`ReplyError` (that generation's Top-N >= 1 contexts fail; no fallback ranking);
+- Jev: ``prompts/jev.txt``, the task and every unit (nothing else) -> ``{"scores": [...]}``
+  (asked as structured output with the reader's ``model.structured_output``), read as
+  ``compaction.replies`` reads an internal role (the object, bare or in one code fence), then
+  checked strictly: anything but one object with exactly one number from 0 to 100 per unit is a
+  :class:`ReplyError` (that generation's Top-N >= 1 contexts fail; no fallback ranking);
 - H: the checkpoint writer sends ``CheckpointRequest.prompt`` as one user message (native), and
   ``hermes`` runs hermes-agent's method as installed with its call routed here
   (``compaction.h_hermes``); both are capped at ``model.max_tokens``;
@@ -25,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from washexp.compaction import h_hermes
-from washexp.compaction.answer_format import response_format
+from washexp.compaction.answer_format import ranking_format, response_format
 from washexp.compaction.context import prompt, prompt_digests
 from washexp.compaction.meter import EndpointMeter, Meter, local_meter
 from washexp.compaction.replies import NOT_JSON, role_json
@@ -107,7 +108,9 @@ def openai_backend(model, endpoint, root: Path, gone=None) -> Roles:
 
     def rank(job: RankJob) -> Ranking:
         text = _fill(prompt("jev"), query=job.query, count=len(job.units), units=render_units(job.units))
-        reply = rec.chat(request(user(text), job.generation), job.task_id, "Jev")
+        req = request(user(text), job.generation)
+        req = dataclasses.replace(req, response_format=ranking_format(model.structured_output, len(job.units)))
+        reply = rec.chat(req, job.task_id, "Jev")
         try:
             return Ranking(parse_scores(reply.text.strip(), len(job.units)), reply.key)
         except ValueError as err:
@@ -147,7 +150,8 @@ def openai_backend(model, endpoint, root: Path, gone=None) -> Roles:
     prompts = prompt_digests()
     parts = {
         "summarize": {"prompt": prompts["summarize"]},
-        "rank": {"prompt": prompts["jev"]},
+        # the ranker asks for its shape with the reader (a key only then, so earlier identities stand)
+        "rank": {"prompt": prompts["jev"], **({"structured": True} if model.structured_output != "off" else {})},
         "checkpoint": "chat",  # h_native's own prompt: its code is in the code digest
         "hermes": {"hermes_agent": h_hermes.version(), "compressor_sha256": h_hermes.source_sha256()},
         "read": {"reader": "chat", "prompts": {k: prompts[k] for k in ("reader_system", "follow_up")}},
