@@ -87,7 +87,7 @@ def test_a_failed_round_keeps_the_programs_output_in_the_run(tmp_path):
     washer = sh("echo 'half way'; echo 'quota exceeded' >&2; exit 3")
     operator = make_operator("approve-all", ())
 
-    def wash(d: Path):
+    def wash(d: Path, _round: int):
         return pipeline.wash(d, washer, gauge.load_gauge("off"), operator, tier="full")
 
     (rd,) = rounds.loop(store, files, expected, "superseded", wash, 3, 0)

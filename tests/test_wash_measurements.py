@@ -121,7 +121,7 @@ def test_a_needle_restored_later_still_counts_in_cumulative_fact_loss(tmp_path):
     name = next(n for n, t in store.files.items() if needle in t)
     scratch = rounds.scratch_copy(store.path, tmp_path / "lean", store.files)
 
-    def wash(d: Path) -> Receipt:  # round 1 cuts the needle, round 2 puts it back
+    def wash(d: Path, _round: int) -> Receipt:  # round 1 cuts the needle, round 2 puts it back
         text = store.files[name] if (d / name).read_text(encoding="utf-8") != store.files[name] else ""
         (d / name).write_text(text or store.files[name].replace(needle, ""), encoding="utf-8")
         return Receipt("lean", "OFF", "test")
@@ -163,3 +163,36 @@ def test_an_artifact_a_run_never_wrote_is_none_and_any_other_failure_raises(tmp_
     with pytest.raises(WashexpError, match=f"run {run}: artifact muscle.json cannot be read"):
         json_artifact(uri, run, "muscle.json")
     # (a damaged store raises too, after MLflow's own ~100 s of retries: not waited for here)
+
+
+def test_a_round_that_repeats_an_earlier_one_is_counted_as_a_copy_with_what_it_spent(tmp_path):
+    """Issue 49: a deterministic washer on a store it left unchanged says the same thing every round;
+    those rounds are one observation repeated, and their tokens were still spent. A washer whose
+    words differ per round (a sampled draw) copies nothing, even on an unchanged store."""
+    from washexp.wash.measure import rounds, summary
+    from washexp.wash.pipeline import Receipt
+    from washexp.wash.store.stores import load_stores
+
+    (store,) = load_stores(ROOT / "fixtures" / "wash", ["lean"])
+    expected = store.expected.to_json()
+
+    def run(words):
+        scratch = rounds.scratch_copy(store.path, tmp_path / words.__name__, store.files)
+
+        def wash(d: Path, r: int) -> Receipt:  # changes nothing, spends 10 tokens
+            return Receipt("lean", "OFF", "test", cost_tokens=10, artifacts={"reply.txt": words(r)})
+
+        rds = rounds.loop(scratch, store.files, expected, "lean", wash, 3, 0)
+        return rds, summary.store_rounds(rds, expected, "", {}, 3, 0).metrics
+
+    def same(r: int) -> str:
+        return "nothing to flag"
+
+    def drawn(r: int) -> str:
+        return f"nothing to flag (draw {r})"
+
+    rds, metrics = run(same)
+    assert [r.copy_of for r in rds] == [None, 1, 1]
+    assert (metrics["rounds_copied"], metrics["cost_tokens_idle"], metrics["cost_tokens"]) == (2, 30, 30)
+    rds, metrics = run(drawn)
+    assert [r.copy_of for r in rds] == [None, None, None] and metrics["rounds_copied"] == 0

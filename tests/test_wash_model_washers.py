@@ -231,6 +231,16 @@ def test_coalwash_sweep_then_a_strict_replay_with_no_server(tmp_path):
         r for r in first if r.data.tags.get("store") == "superseded" and r.data.tags["measurement"] == "ceiling"
     )
     assert superseded.data.metrics["cost_tokens"] > 0 and superseded.data.metrics["fat_removed_pct"] > 0
+    # issue 49: the washer samples (model.generation_temperature) and each round is its own draw, so
+    # a store left unchanged is asked again, never answered by replaying round 1
+    assert {r["body"]["temperature"] for r in script.requests if r["kind"] != "tokenize"} == {0.7}
+    asked = [json.loads(f.read_text())["request"] for f in (tmp_path / "rec").rglob("*.json")]
+    draws = {a["generation"] for a in asked if a["messages"][0]["content"].startswith("You are an outsider")}
+    assert draws >= set(range(1, int(superseded.data.metrics["rounds"]) + 1)), draws
+    # the scripted washer is deterministic: once the fat is gone its rounds copy one another, and
+    # what it spent on them is counted
+    assert superseded.data.metrics["rounds_copied"] >= 1
+    assert 0 < superseded.data.metrics["cost_tokens_idle"] < superseded.data.metrics["cost_tokens"]
     (tmp_path / "b").mkdir()
     run_cli([*SWEEP, "washer=coalwash", f"model.name={MODEL}", "endpoint.replay=strict", recordings], tmp_path / "b")
     assert len(script.requests) == calls  # the server is gone anyway: strict made no call

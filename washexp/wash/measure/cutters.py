@@ -67,7 +67,7 @@ def plain(model, operator, targeted_prompt: str, plain_prompt: str) -> Cutter:
     from washexp.wash.washers.plain import PlainWasher
 
     def cut(files: dict[str, str], target: int | None, repeat: int) -> Cut:
-        washer = PlainWasher(model=model, target_bytes=target, generation=repeat)
+        washer = PlainWasher(model=model.drawn(repeat=repeat), target_bytes=target)
         return _washed(files, washer, operator, gates=False)
 
     text = f"with a target: {targeted_prompt}\nwithout one (a chain pass): {plain_prompt}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -77,17 +77,15 @@ def _gated_instruction(spec: dict[str, Any], operator: str) -> str:
     )
 
 
-def arms(gated_cfg: dict, gated_spec_: dict, make_gated, model, operator, operator_name: str, sampled=None):
+def arms(gated_cfg: dict, gated_spec_: dict, make_gated, model, operator, operator_name: str):
     """(gated cutter, ungated cutters): ``make_gated()`` builds a fresh gated washer per cut; the
-    plain arm asks at ``sampled`` (its repeats are samples: ``model.generation_temperature``) when
-    given, else at the model's temperature."""
+    plain arm's repeats are draws of the model layer (``WasherModel.drawn``)."""
     from washexp.wash.washers.model import prompt
 
     gated = cutters.gated(gated_cfg["name"], make_gated, operator, _gated_instruction(gated_spec_, operator_name))
     ungated = [cutters.truncate()]
     if model is not None:
-        asked = model if sampled is None else replace(model, temperature=sampled)
-        ungated.append(cutters.plain(asked, operator, prompt("plain-target"), prompt("plain")))
+        ungated.append(cutters.plain(model, operator, prompt("plain-target"), prompt("plain")))
     return gated, ungated
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from washexp.errors import ModelError, WashexpError
-from washexp.hashing import sha256_bytes, tree_digest
+from washexp.hashing import canonical_hash, sha256_bytes, tree_digest
 from washexp.needles import norm
 from washexp.wash import pipeline
 from washexp.wash.coalwash import caliper
@@ -49,6 +49,10 @@ class Round:
     tokens_always_loaded: int = 0
     washer_artifacts: dict[str, str] = field(default_factory=dict)
     """What the washer wanted kept with the round (a model's replies, a command's output)."""
+    copy_of: int | None = None
+    """The earlier round this one repeats: it started from the same store, the washer said the same
+    and the store ended the same (a deterministic washer on a store it left unchanged). A copy is
+    one observation again, not a new one: the record counts copies apart."""
 
 
 def scratch_copy(src: Path, dst: Path, files: dict[str, str]) -> Path:
@@ -97,18 +101,19 @@ def loop(
     dry_stop: int,
     label: str | None = None,
 ) -> list[Round]:
-    """Wash ``store_dir`` up to ``rounds`` times with ``wash(store) -> Receipt``; stop after
+    """Wash ``store_dir`` up to ``rounds`` times with ``wash(store, round) -> Receipt``; stop after
     ``dry_stop`` consecutive rounds that applied nothing (0: never)."""
     muscle = {m["id"]: m["needle"] for m in expected.get("muscle", [])}
     out: list[Round] = []
     lost: set[str] = set()
     fat_left = len(expected.get("fat", []))
     dry = 0
+    seen: dict[str, int] = {}  # a round's signature -> the first round with it
     for r in range(1, rounds + 1):
         phase = "has-fat" if fat_left else "fat-exhausted"
         before = read_md(store_dir)
         try:
-            receipt = wash(store_dir)
+            receipt = wash(store_dir, r)
         except ModelError:  # the endpoint (or the local server) is gone: the sweep cannot finish
             raise
         except WashexpError as err:
@@ -132,6 +137,7 @@ def loop(
         now_lost = [m for m in score["muscle"]["lost"] if m not in lost]
         lost |= set(now_lost)
         m = caliper.measure(store_dir)
+        signature = canonical_hash([store_sha256(before), store_sha256(after), dict(receipt.artifacts)])
         out.append(
             Round(
                 r,
@@ -147,8 +153,10 @@ def loop(
                 tokens_total=m.total_tokens_est,
                 tokens_always_loaded=m.always_loaded_tokens_est,
                 washer_artifacts=dict(receipt.artifacts),
+                copy_of=seen.get(signature),
             )
         )
+        seen.setdefault(signature, r)
         fat_left = len(score["fat"]["remaining"])
         dry = dry + 1 if receipt.applied == 0 else 0
         if dry_stop and dry >= dry_stop:

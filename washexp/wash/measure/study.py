@@ -17,6 +17,7 @@ with the gates off says so in its name (``gates off``) and its ``gates`` tag and
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
@@ -136,9 +137,10 @@ class Job:
     config_yaml: str
     source: dict[str, str]
 
-    def washer(self):
-        """A fresh washer as configured, for one run."""
-        return _washer(dict(self.cfg.wash.washer), self.washer_model)
+    def washer(self, draw: int = 0):
+        """A fresh washer as configured; a model washer's calls are draw ``draw`` (a round, a wash)."""
+        model = self.washer_model.drawn(draw) if self.washer_model is not None else None
+        return _washer(dict(self.cfg.wash.washer), model)
 
     def operator(self, muscle) -> Any:
         return make_operator(self.cfg.wash.operator, tuple(muscle))
@@ -260,10 +262,10 @@ def _sawtooth(it: Job, feed, the_gauge, gauges: dict[str, str]) -> Planned:
     def compute(work: Work) -> Result:
         with scratch_dir("sawtooth") as tmp:  # named so a killed run's copy is swept later
             operator = it.operator((n["id"], n["needle"]) for n in _feed_muscle(feed, m.sessions))
-            washer = it.washer()
+            washes = itertools.count(1)
 
-            def wash(store: Path):
-                return pipeline.wash(store, washer, the_gauge, operator, tier="full", gates=w.gates)
+            def wash(store: Path):  # each wash of the arm its own draw of a model washer
+                return pipeline.wash(store, it.washer(next(washes)), the_gauge, operator, tier="full", gates=w.gates)
 
             arm = sawtooth.run_arm(feed, m.sessions, Path(tmp), the_gauge, wash, units[str(work.key)])
         return summary.sawtooth_arm(arm, it.config_yaml, manifest)
@@ -304,7 +306,6 @@ def _fidelity(it: Job, stores: dict[str, Store], gated_spec: dict[str, Any]) -> 
             it.washer_model,
             operator,
             cfg.wash.operator,
-            cfg.model.generation_temperature if m.name == "controlled" and m.repeats > 1 else None,
         )
         kept = {"fixture": store.manifest, "source": it.source}  # the store as loaded, never read again
         return fidelity.store_result(m, store, gated, ungated, it.config_yaml, kept)
@@ -346,10 +347,10 @@ def _rounds(it: Job, stores: dict[str, Store], kind: str, gauges: dict[str, str]
         store: Store = stores[name]
         expected = store.expected.to_json()  # as validated: the user's store is read once
         operator = it.operator((n.id, n.needle) for n in store.expected.muscle)
-        washer, arm_gauge = it.washer(), _gauge_for(arm, dict(w.gauge))
+        arm_gauge = _gauge_for(arm, dict(w.gauge))
 
-        def wash(d: Path):
-            return pipeline.wash(d, washer, arm_gauge, operator, tier="full", gates=w.gates)
+        def wash(d: Path, round_: int):  # each round its own draw of a model washer
+            return pipeline.wash(d, it.washer(round_), arm_gauge, operator, tier="full", gates=w.gates)
 
         with scratch_dir("wash") as tmp:
             scratch = rounds.scratch_copy(store.path, Path(tmp) / name, store.files)

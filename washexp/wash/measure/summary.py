@@ -148,6 +148,12 @@ def store_rounds(
             )
         ),
         "cost_tokens": float(sum((r.receipt or {}).get("cost_tokens", 0) for r in scored)),
+        # issue 49: a round that repeats an earlier one is no new observation, and a washer that
+        # changed nothing still spent its tokens
+        "rounds_copied": float(sum(r.copy_of is not None for r in scored)),
+        "cost_tokens_idle": float(
+            sum((r.receipt or {}).get("cost_tokens", 0) for r in scored if not (r.receipt or {}).get("applied"))
+        ),
         **_calls((r.receipt or {}).get("calls", {}) for r in scored),
     }
     files = artifacts(rds)

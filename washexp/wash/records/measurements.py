@@ -295,6 +295,8 @@ def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
                     "lower_bound": bool(_value(k, "store_ceiling_lower_bound")),
                     "muscle_lost": _value(k, "muscle_lost"),
                     "fat_removed_pct": _value(k, "fat_removed_pct"),
+                    "rounds_copied": _value(k, "rounds_copied"),
+                    "cost_tokens_idle": _value(k, "cost_tokens_idle"),
                     "status": k["status"],
                 }
             )
@@ -319,7 +321,7 @@ def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
                         "ceiling": f"{'≥' if is_bound else ''}{c:.0f} ({apart})",
                     }
                 )
-    cols = (
+    cols: tuple[Column, ...] = (
         Column("washer", "washer"),
         Column("gauge", "gauge (arm)"),
         Column("store", "store"),
@@ -343,16 +345,33 @@ def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
         Column("muscle_lost", "muscle lost", lambda r: _int(r.get("muscle_lost"))),
         Column("fat_removed_pct", "fat removed %", lambda r: _pct(r.get("fat_removed_pct"))),
     )
+    note = (
+        "Every store runs all its rounds with no rest (the seed); an early stop is a user's option "
+        "(dry_stop) and is then printed beside the store's ceiling. A bad round loses any muscle needle, or changes a "
+        "no-fat store. Ceiling = min over stores of (first bad round - 1); '≥' when a store had no bad round within "
+        "the rounds run (a lower bound). The minimum keeps exact values and lower bounds apart: it is exact when an "
+        "exact value is at or below every lower bound."
+    )
+    if any(r.get("rounds_copied") is not None for r in rows):  # runs since rounds were told apart (issue 49)
+        note += (
+            " A round that copies an earlier one started from the same store, heard the same words from the washer "
+            "and ended the same: one observation again, not a new one (a model washer samples each round, so its "
+            "rounds are draws)."
+        )
+        cols += (
+            Column("rounds_copied", "rounds that copy an earlier one", lambda r: _int(r.get("rounds_copied"))),
+            Column(
+                "cost_tokens_idle",
+                "washer tokens on rounds that changed nothing",
+                lambda r: _int(r.get("cost_tokens_idle")),
+            ),
+        )
     return Table(
         "ceiling",
         "Measurement 1: the consecutive-run ceiling",
         cols,
         tuple(rows),
-        note="Every store runs all its rounds with no rest (the seed); an early stop is a user's option "
-        "(dry_stop) and is then printed beside the store's ceiling. A bad round loses any muscle needle, or changes a "
-        "no-fat store. Ceiling = min over stores of (first bad round - 1); '≥' when a store had no bad round within "
-        "the rounds run (a lower bound). The minimum keeps exact values and lower bounds apart: it is exact when an "
-        "exact value is at or below every lower bound.",
+        note=note,
     )
 
 

@@ -124,11 +124,14 @@ def check_gates(cfg: Mapping, gates: bool) -> None:
 
 def washer_spec(cfg: Mapping) -> dict[str, Any]:
     """The washer's spec as it enters a run's identity: its config, plus ``prompts`` (name ->
-    sha256 of each prompt file) for a washer that has prompts."""
+    sha256 of each prompt file) for a washer that has prompts, and ``draws`` for a model washer
+    (each round and repeat a sampled draw: runs made before it replayed round 1)."""
     data = _plain(cfg)
     _, cls, origin = _resolve(dict(data))
     prompts = getattr(cls, "prompts", None)
     data = {**data, "plugin": origin} if origin else data
+    if getattr(cls, "needs_model", False):  # issue 49: rounds and repeats are sampled draws, not replays
+        data = {**data, "draws": True}
     return {**data, "prompts": prompts()} if prompts else data
 
 

@@ -9,8 +9,11 @@
   ``model=reference`` has no chat model: a washer that needs one is refused in one line
   (:class:`~washexp.errors.ConfigError`, exit 2) before any run starts.
 - :meth:`WasherModel.ask` is one fresh conversation: a single user message, no history, no
-  system prompt; the request carries the model's temperature, ``max_tokens`` and extra body, so
-  the same store state asks the same request and replays the same reply.
+  system prompt; the request carries ``max_tokens``, the extra body and the model's
+  ``generation_temperature``: a model washer samples, as S and H do (issue 49). Each round of a
+  loop, wash of a sawtooth arm and repeat of a controlled arm is its own draw
+  (:meth:`WasherModel.drawn`: the request's ``generation`` and ``repeat``), so a store left unchanged
+  by round 1 is asked again in round 2 as a fresh sample, never replayed as a copy of round 1.
 - :class:`Meter` sums what the endpoint reported (prompt + completion tokens) over a proposal's
   calls: the washer's own token cost. A replayed reply reports what was recorded, so a replay
   costs what the run it replays cost; a reply without usage counts 0 and is counted apart.
@@ -21,7 +24,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +86,14 @@ class WasherModel:
     extra_body: dict[str, Any] = field(default_factory=dict)
     served: Served | None = None
     """``model=local``: the llama.cpp server this model layer owns (stopped by :meth:`close`)."""
+    draw: int = 0
+    """The round (or the n-th wash of a sawtooth arm) this model answers for: the request's ``generation``."""
+    repeat: int = 0
+    """The repeat of a stochastic arm (the controlled experiment's plain arm): the request's ``repeat``."""
+
+    def drawn(self, draw: int = 0, repeat: int = 0) -> WasherModel:
+        """This model layer (same recorder, same server) answering as draw ``draw``, repeat ``repeat``."""
+        return replace(self, draw=draw, repeat=repeat)
 
     @property
     def spec(self) -> dict[str, Any] | None:
@@ -93,14 +104,15 @@ class WasherModel:
         """The local server's log since the last call, as an artifact (nothing for a remote model)."""
         return self.served.new_log() if self.served else {}
 
-    def ask(self, text: str, role: str, meter: Meter, generation: int = 0) -> ChatResponse:
-        """One call; ``generation`` tells repeats of one request apart (0: the request's key as before)."""
+    def ask(self, text: str, role: str, meter: Meter) -> ChatResponse:
+        """One call, keyed by this layer's draw and repeat."""
         request = ChatRequest(
             ({"role": "user", "content": text},),
             self.temperature,
             self.max_tokens,
             dict(self.extra_body),
-            generation=generation,
+            generation=self.draw,
+            repeat=self.repeat,
         )
         return meter.add(self.recorder.chat(request, None, f"wash {role}"), role)
 
@@ -141,7 +153,7 @@ def open_model(washer: str, model, endpoint, root: Path) -> WasherModel:
         if served is not None:
             served.stop()
         raise
-    return WasherModel(recorder, model.temperature, model.max_tokens, dict(model.extra_body or {}), served)
+    return WasherModel(recorder, model.generation_temperature, model.max_tokens, dict(model.extra_body or {}), served)
 
 
 def model_key(model, endpoint) -> str:

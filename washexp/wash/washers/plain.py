@@ -16,8 +16,8 @@ concession, and the note says so). Token cost: what the endpoint reported over t
 Told a target (``target_bytes``, as the controlled experiment does): each file is asked for its
 share of it (``bytes_i x target / store bytes``, in bytes) with ``prompts/plain-target.txt``,
 the same request plus "Cut it to about N bytes of UTF-8 text (it is M bytes now)."; without one,
-the prompt and every request are as before. ``generation`` tells repeats of the same request
-apart (a recorded call per repeat); 0 keeps the request's key as before.
+the prompt and every request are as before. Repeats and rounds are told apart by the model
+layer's draw (``WasherModel.drawn``): a recorded call per draw.
 """
 
 from __future__ import annotations
@@ -51,12 +51,11 @@ class PlainWasher:
     gates_off_only = True
     """The study refuses this washer unless ``gates=false``: it is the no-CoalWash control."""
 
-    def __init__(self, *, model: WasherModel, target_bytes: int | None = None, generation: int = 0):
+    def __init__(self, *, model: WasherModel, target_bytes: int | None = None):
         if target_bytes is not None and target_bytes < 0:
             raise ValueError(f"plain: target_bytes={target_bytes} must be >= 0")
         self.model = model
         self.target_bytes = target_bytes
-        self.generation = generation
 
     def instruction(self, name: str, text: str, total: int) -> str:
         """The prompt this file gets (the target's share when told one)."""
@@ -82,7 +81,7 @@ class PlainWasher:
             if is_pinned(text):
                 notes.append(f"plain: {name} is pinned; left alone (the apply would refuse the round)")
                 continue
-            reply = self.model.ask(self.instruction(name, text, total), "plain", meter, self.generation).text
+            reply = self.model.ask(self.instruction(name, text, total), "plain", meter).text
             artifacts[f"plain.{name}.txt"] = reply
             after = unwrap(reply)
             if after == text.rstrip("\r\n"):
