@@ -394,6 +394,32 @@ def test_the_reader_answers_a_full_context_in_the_asked_shape(request, tmp_path)
 
 
 @pytest.mark.local
+def test_the_ranker_asks_for_its_shape_and_the_real_model_scores_every_unit(request, tmp_path):
+    """Issue 49: Jev under ``model.structured_output`` on the real 0.5B server. Its free-text rankings
+    were unreadable on every primary task; with the scores schema the server's grammar holds the
+    shape and the count, so the reply is one score per unit and reads as a ranking. Sampled at
+    temperature 0 here, so the test sees one deterministic reply."""
+    gate(request)
+    from washexp.compaction.fixtures import load_tasks
+    from washexp.compaction.roles import RankJob, roles_for
+    from washexp.config import EndpointConfig, LocalModelConfig
+
+    (task,) = load_tasks(ROOT / "fixtures" / "compaction", ["backup"])
+    model = LocalModelConfig(
+        backend="local", name=DEFAULT_NAME, max_tokens=256, structured_output="json_object", generation_temperature=0.0
+    )
+    roles = roles_for(model, EndpointConfig(max_concurrency=1, threads=2, recordings=str(tmp_path / "rec")), tmp_path)
+    try:
+        ranking = roles.rank(RankJob(task.id, task.query, task.units, 0))
+    finally:
+        roles.close()
+    assert len(ranking.scores) == len(task.units) and all(0 <= s <= 100 for s in ranking.scores)
+    (recorded,) = (tmp_path / "rec").rglob("*.json")
+    asked = json.loads(recorded.read_text())["request"]
+    assert asked["response_format"]["schema"]["properties"]["scores"]["maxItems"] == len(task.units)
+
+
+@pytest.mark.local
 def test_a_flipped_byte_in_the_cached_file_is_refused_before_the_server_starts(request, tmp_path):
     """One changed byte in the joined cache file: exit 2, one line naming both digests, no server."""
     gate(request)
