@@ -63,14 +63,19 @@ def _washed(files: dict[str, str], washer, operator, gates: bool) -> Cut:
         return Cut(read_md(store), receipt.cost_tokens, dict(receipt.calls))
 
 
-def plain(model, operator, targeted_prompt: str, plain_prompt: str) -> Cutter:
-    from washexp.wash.washers.plain import PlainWasher
+def plain(model, operator, targeted_prompt: str, refit_prompt: str, plain_prompt: str, band_pct: float) -> Cutter:
+    from washexp.wash.washers.plain import REFITS, PlainWasher
 
     def cut(files: dict[str, str], target: int | None, repeat: int) -> Cut:
-        washer = PlainWasher(model=model.drawn(repeat=repeat), target_bytes=target)
+        washer = PlainWasher(model=model.drawn(repeat=repeat), target_bytes=target, band_pct=band_pct)
         return _washed(files, washer, operator, gates=False)
 
-    text = f"with a target: {targeted_prompt}\nwithout one (a chain pass): {plain_prompt}"
+    text = (
+        f"with a target: {targeted_prompt}\n"
+        f"a file outside ±{band_pct:g} % of its share, again from its original text, up to {REFITS} times "
+        f"(the version closest to its share kept): {refit_prompt}\n"
+        f"without one (a chain pass): {plain_prompt}"
+    )
     return Cutter("plain", False, True, text, cut)
 
 

@@ -85,7 +85,11 @@ def arms(gated_cfg: dict, gated_spec_: dict, make_gated, model, operator, operat
     gated = cutters.gated(gated_cfg["name"], make_gated, operator, _gated_instruction(gated_spec_, operator_name))
     ungated = [cutters.truncate()]
     if model is not None:
-        ungated.append(cutters.plain(model, operator, prompt("plain-target"), prompt("plain")))
+        ungated.append(
+            cutters.plain(
+                model, operator, prompt("plain-target"), prompt("plain-refit"), prompt("plain"), controlled.BAND_PCT
+            )
+        )
     return gated, ungated
 
 

@@ -16,7 +16,14 @@ concession, and the note says so). Token cost: what the endpoint reported over t
 Told a target (``target_bytes``, as the controlled experiment does): each file is asked for its
 share of it (``bytes_i x target / store bytes``, in bytes) with ``prompts/plain-target.txt``,
 the same request plus "Cut it to about N bytes of UTF-8 text (it is M bytes now)."; without one,
-the prompt and every request are as before. Repeats and rounds are told apart by the model
+the prompt and every request are as before. A file whose version lands outside the band
+(``band_pct`` of its share, the controlled experiment's ±5 %) is asked again, from its original
+text, told how far its last version was (``prompts/plain-refit.txt``), up to :data:`REFITS` more
+times; the version closest to its share is kept, and every attempt is an artifact. CoalWash's
+naive arm (a large model told "about 69 KB") landed in band at once in all four runs; a 1.5B model
+told a byte target missed the band on every store, and an agent told a size checks the size and
+tries again, which is what this does (``docs/coalwash-departures.md``). Only sizes guide it, never
+what a file holds. Repeats and rounds are told apart by the model
 layer's draw (``WasherModel.drawn``): a recorded call per draw.
 """
 
@@ -33,8 +40,15 @@ from washexp.wash.washers.model import Meter, WasherModel, fill, prompt, prompt_
 NAME = "plain"
 ROLES = ("plain",)
 TARGET_PROMPT = "plain-target"
+REFIT_PROMPT = "plain-refit"
+REFITS = 2
+"""More attempts at a file whose version missed the band of its share (a user's agent, told a size, would check it)."""
 REASON = "plain compress: the file as the model rewrote it"
 _FENCE = re.compile(r"\A```[^\n]*\n(.*?)\n?```\Z", re.DOTALL)
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
 
 
 def unwrap(reply: str) -> str:
@@ -51,19 +65,56 @@ class PlainWasher:
     gates_off_only = True
     """The study refuses this washer unless ``gates=false``: it is the no-CoalWash control."""
 
-    def __init__(self, *, model: WasherModel, target_bytes: int | None = None):
+    def __init__(self, *, model: WasherModel, target_bytes: int | None = None, band_pct: float | None = None):
         if target_bytes is not None and target_bytes < 0:
             raise ValueError(f"plain: target_bytes={target_bytes} must be >= 0")
         self.model = model
         self.target_bytes = target_bytes
+        self.band_pct = band_pct
+        """Refit a file whose version misses its share by more than this % (None: one attempt)."""
 
-    def instruction(self, name: str, text: str, total: int) -> str:
-        """The prompt this file gets (the target's share when told one)."""
+    def share(self, text: str, total: int) -> int:
+        """This file's part of the target, in bytes."""
+        assert self.target_bytes is not None
+        return _size(text) * self.target_bytes // total if total else 0
+
+    def instruction(self, name: str, text: str, total: int, last: int | None = None) -> str:
+        """The prompt this file gets (the target's share when told one; ``last``: the size of the
+        previous attempt, for a refit)."""
         if self.target_bytes is None:
             return fill(prompt("plain"), file=name, text=text)
-        size = len(text.encode("utf-8"))
-        share = size * self.target_bytes // total if total else 0
-        return fill(prompt(TARGET_PROMPT), file=name, text=text, target_bytes=share, bytes=size)
+        share, size = self.share(text, total), _size(text)
+        if last is None:
+            return fill(prompt(TARGET_PROMPT), file=name, text=text, target_bytes=share, bytes=size)
+        direction = "too long: cut more" if last > share else "too short: keep more of the file"
+        return fill(
+            prompt(REFIT_PROMPT),
+            file=name,
+            text=text,
+            target_bytes=share,
+            bytes=size,
+            attempt_bytes=last,
+            direction=direction,
+        )
+
+    def _compress(self, name: str, text: str, total: int, meter: Meter, artifacts: dict[str, str]) -> str:
+        """The file's compressed text: one attempt, or with a band, the attempt closest to its share."""
+        reply = self.model.ask(self.instruction(name, text, total), "plain", meter).text
+        artifacts[f"plain.{name}.txt"] = reply
+        best = unwrap(reply)
+        if self.target_bytes is None or self.band_pct is None:
+            return best
+        share, last = self.share(text, total), _size(best)
+        for attempt in range(1, REFITS + 1):
+            if abs(last - share) * 100 <= self.band_pct * share:
+                break
+            reply = self.model.ask(self.instruction(name, text, total, last), "plain", meter).text
+            artifacts[f"plain.{name}.refit{attempt}.txt"] = reply
+            after = unwrap(reply)
+            last = _size(after)
+            if abs(last - share) < abs(_size(best) - share):
+                best = after
+        return best
 
     @staticmethod
     def prompts() -> dict[str, str]:
@@ -71,8 +122,9 @@ class PlainWasher:
 
     def propose(self, files: dict[str, str], keeps: tuple[Keep, ...], scratch: Path) -> Proposal:
         meter = Meter()
-        items, notes, artifacts = [], [], {}
-        total = sum(len(t.encode("utf-8")) for t in files.values())
+        items, notes = [], []
+        artifacts: dict[str, str] = {}
+        total = sum(_size(t) for t in files.values())
         for name, text in files.items():
             lines = split_lines(text)
             if not lines:
@@ -81,9 +133,7 @@ class PlainWasher:
             if is_pinned(text):
                 notes.append(f"plain: {name} is pinned; left alone (the apply would refuse the round)")
                 continue
-            reply = self.model.ask(self.instruction(name, text, total), "plain", meter).text
-            artifacts[f"plain.{name}.txt"] = reply
-            after = unwrap(reply)
+            after = self._compress(name, text, total, meter, artifacts)
             if after == text.rstrip("\r\n"):
                 continue
             items.append(PlanItem(name, 1, len(lines), "over-verbose", REASON, "replace", after))
