@@ -66,7 +66,13 @@ def test_costs_are_summed_exactly_from_the_reported_usage_and_replays_cost_nothi
         for r in requests:
             again.chat(r)
         assert script.count("read") == 3  # nothing sent
-        assert again.charge(keys).metrics() == {"calls_live": 0.0, "calls_replayed": 3.0, "cost_usd": 0.0}
+        replayed = again.charge(keys).metrics()
+        assert {k: v for k, v in replayed.items() if not k.startswith("role/")} == {
+            "calls_live": 0.0,
+            "calls_replayed": 3.0,
+            "cost_usd": 0.0,
+        }
+        assert replayed["role/call/calls"] == 3.0  # what the replayed calls spent when they were made
 
 
 def test_no_price_no_cost_and_a_reply_without_usage_has_no_cost(tmp_path):
@@ -74,7 +80,10 @@ def test_no_price_no_cost_and_a_reply_without_usage_has_no_cost(tmp_path):
     with serve(script) as url:
         unpriced = _recorder(url, tmp_path / "a", price=None)
         key = unpriced.chat(_reads(script, 1)[0]).key
-        assert unpriced.charge([key]).metrics() == {"calls_live": 1.0, "calls_replayed": 0.0}
+        assert {k: v for k, v in unpriced.charge([key]).metrics().items() if not k.startswith("role/")} == {
+            "calls_live": 1.0,
+            "calls_replayed": 0.0,
+        }
 
         script.usage = False
         budget = Budget(1.0)
@@ -84,10 +93,43 @@ def test_no_price_no_cost_and_a_reply_without_usage_has_no_cost(tmp_path):
         assert (charge.cost_usd, charge.unpriced) == (None, 1)
         assert "cost_usd" not in charge.metrics()  # unknown, never 0
         assert budget.spent == pytest.approx(PRICE.estimate(request))  # the budget counts its estimate
-    assert sum_metrics([{"calls_live": 1.0, "calls_replayed": 0.0}, {**charge.metrics()}]) == {
-        "calls_live": 2.0,
-        "calls_replayed": 0.0,
-    }
+    summed = sum_metrics([{"calls_live": 1.0, "calls_replayed": 0.0}, {**charge.metrics()}])
+    assert {k: v for k, v in summed.items() if not k.startswith("role/")} == {"calls_live": 2.0, "calls_replayed": 0.0}
+
+
+def test_each_roles_tokens_and_time_are_what_its_recordings_say_live_or_replayed(tmp_path):
+    """Issue 49: what a record's protocol cost, per role, also when the record is rebuilt by strict
+    replay: tokens from the recorded usage, time from the recorded call (retries included)."""
+    script = Script()
+    script.cached = 7
+    requests = _reads(script, 3)
+    with serve(script) as url:
+        live = _recorder(url, tmp_path)
+        keys = [live.chat(r, None, role).key for r, role in zip(requests, ("read", "read", "S"), strict=True)]
+        spent = live.charge(keys).roles
+    recorded = [json.loads(live.path(k).read_text()) for k in keys]
+    assert all(r["elapsed_s"] >= 0 for r in recorded)  # every live call is timed in its recording
+    read = [r["response"] for r in recorded[:2]]
+    assert (spent["read"].calls, spent["S"].calls) == (2, 1)
+    assert spent["read"].prompt_tokens == sum(r["prompt_tokens"] for r in read) > 0
+    assert spent["read"].completion_tokens == sum(r["completion_tokens"] for r in read) > 0
+    assert spent["read"].cached_tokens == 14
+    assert spent["read"].elapsed_s == pytest.approx(sum(r["elapsed_s"] for r in recorded[:2]))
+    replay = Recorder(None, "m", tmp_path, mode="strict")
+    for r, role in zip(requests, ("read", "read", "S"), strict=True):
+        replay.chat(r, None, role)
+    assert replay.charge(keys).roles == spent  # a replay reports what the calls cost when made
+    untimed = dict(recorded[2])
+    untimed.pop("elapsed_s")
+    live.path(keys[2]).write_text(json.dumps(untimed))  # a recording made before calls were timed
+    older = Recorder(None, "m", tmp_path, mode="strict")
+    older.chat(requests[2], None, "S")
+    metrics = older.charge(keys[2:]).metrics()
+    assert metrics["role/S/calls"] == 1.0 and "role/S/elapsed_s" not in metrics  # unknown, never 0
+    both = sum_metrics(
+        [live_metrics := spent["read"].metrics("read") | {"calls_live": 2.0, "calls_replayed": 0.0}, metrics]
+    )
+    assert both["role/read/elapsed_s"] == live_metrics["role/read/elapsed_s"] and "role/S/elapsed_s" not in both
 
 
 def test_a_half_price_or_a_budget_without_a_price_is_a_usage_error():

@@ -148,3 +148,14 @@ def test_a_reply_with_a_missing_or_extra_field_is_out_of_shape_but_graded_as_it_
     assert missing.format_failure and missing.score == pytest.approx(1 - 1 / len(expected))
     assert extra.format_failure and extra.score == 1.0  # counted apart, never re-scored
     assert fenced.format_failure and fenced.malformed and fenced.score == 0.0
+
+
+def test_the_record_says_what_each_role_spent(sent):
+    """Issue 49: a record's calls per role, with the tokens the endpoint reported, summed over its arms."""
+    _root, requests, record, md = sent
+    rows = {r["role"]: r for r in record["tables"]["spend"]["rows"]}
+    asked = [r for r in requests["json_schema"] if r["kind"] in ("S", "H", "Jev", "read")]
+    assert set(rows) == {"S", "H", "Jev", "read", "all"}
+    assert rows["all"]["calls"] == len(asked) == sum(rows[k]["calls"] for k in ("S", "H", "Jev", "read"))
+    assert all(rows[k]["prompt_tokens"] > 0 and rows[k]["completion_tokens"] > 0 for k in rows)
+    assert rows["all"]["elapsed_s"] is not None and "What the model calls spent, per role" in md

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from washexp.errors import ConfigError, ModelError
 from washexp.models.base import ChatRequest, ChatResponse
@@ -149,6 +149,44 @@ def new_command() -> None:
         _BUDGETS.clear()
 
 
+@dataclass
+class RoleSpend:
+    """What one role's calls spent when they were made: as their recordings say (issue 49)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens the endpoint said its cache served (0 where it does not say)."""
+    elapsed_s: float | None = 0.0
+    """The model's time for them, retries included; None once a recording lacks it (made before
+    recordings timed their calls, or a refusal for length)."""
+
+    def add(self, record: dict) -> None:
+        response = record.get("response") or {}
+        self.calls += 1
+        self.prompt_tokens += response.get("prompt_tokens") or 0
+        self.completion_tokens += response.get("completion_tokens") or 0
+        self.cached_tokens += response.get("cached_tokens") or 0
+        elapsed = record.get("elapsed_s")
+        self.elapsed_s = None if self.elapsed_s is None or elapsed is None else self.elapsed_s + elapsed
+
+    def metrics(self, role: str) -> dict[str, float]:
+        """``role/<role>/<what>``: flat metrics a parent sums and the MLflow UI charts."""
+        out = {
+            f"role/{role}/{k}": float(v)
+            for k, v in (
+                ("calls", self.calls),
+                ("prompt_tokens", self.prompt_tokens),
+                ("completion_tokens", self.completion_tokens),
+                ("cached_tokens", self.cached_tokens),
+            )
+        }
+        if self.elapsed_s is not None:
+            out[f"role/{role}/elapsed_s"] = round(self.elapsed_s, 3)
+        return out
+
+
 @dataclass(frozen=True)
 class Charge:
     """What a set of calls cost: each counted once, live or replayed."""
@@ -159,12 +197,15 @@ class Charge:
     replayed: int = 0
     unpriced: int = 0
     """Live calls whose reply reported no usage (their cost is unknown)."""
+    roles: dict[str, RoleSpend] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
-        """``cost_usd`` (absent when unknown), ``calls_live``, ``calls_replayed``."""
+        """``cost_usd`` (absent when unknown), ``calls_live``, ``calls_replayed``, and each role's spend."""
         out = {"calls_live": float(self.live), "calls_replayed": float(self.replayed)}
         if self.cost_usd is not None:
             out["cost_usd"] = self.cost_usd
+        for role, spend in sorted(self.roles.items()):
+            out |= spend.metrics(role)
         return out
 
 
@@ -177,4 +218,11 @@ def sum_metrics(children: list[dict[str, float] | None]) -> dict[str, float]:
     out = {k: float(sum(m[k] for m in counted)) for k in ("calls_live", "calls_replayed")}
     if all("cost_usd" in m for m in counted):
         out["cost_usd"] = math.fsum(m["cost_usd"] for m in counted)
+    spent = {k for m in counted for k in m if k.startswith("role/")}
+    for k in sorted(spent):  # a time is summed only where every child that spent in the role has one
+        role = k.rsplit("/", 1)[0]
+        had = [m for m in counted if f"{role}/calls" in m]
+        if k.endswith("/elapsed_s") and any(k not in m for m in had):
+            continue
+        out[k] = math.fsum(m.get(k, 0.0) for m in had)
     return out

@@ -43,7 +43,7 @@ from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_hash
 from washexp.masking import mask
 from washexp.models.base import ChatRequest, ChatResponse, Model, OverWindow
-from washexp.models.cost import Budget, Charge, Price
+from washexp.models.cost import Budget, Charge, Price, RoleSpend
 
 MODES = ("auto", "strict")
 
@@ -151,6 +151,7 @@ class Recorder:
             held = self.budget.reserve(self.price.estimate(request), where)
         cost: float | None = 0.0
         try:
+            started = time.monotonic()
             try:
                 response = self.model.chat(request)
             except OverWindow as err:  # refused for length: nothing was generated, nothing charged
@@ -159,6 +160,8 @@ class Recorder:
             entry["response"] = {
                 k: v for k, v in asdict(response).items() if k != "key" and not (k == "cached_tokens" and v is None)
             }
+            # what the answer took, retries included: a replay reports what the first run spent
+            entry["elapsed_s"] = round(time.monotonic() - started, 3)
             cost = self.price.cost(response) if self.price is not None else None
             return cost
         finally:
@@ -173,14 +176,19 @@ class Recorder:
     def charge(self, keys) -> Charge:
         """What the calls behind ``keys`` cost, each key counted once per recorder (in the first
         charge that names it): a call this recorder sent is live (its cost), any other recording
-        replayed (0). ``cost_usd`` is None without a price or when a live reply had no usage."""
+        replayed (0). ``cost_usd`` is None without a price or when a live reply had no usage.
+        Per role, what the calls spent when they were made (tokens and time, as recorded), live or
+        replayed: a replayed record still says what its protocol costs."""
         live = replayed = unpriced = 0
         costs: list[float] = []
+        roles: dict[str, RoleSpend] = {}
         with self._lock:
             for key in dict.fromkeys(keys):
                 if key in self._charged:
                     continue
                 self._charged.add(key)
+                record = self._seen.get(key, {})
+                roles.setdefault(record.get("role") or "call", RoleSpend()).add(record)
                 if key in self._live:
                     live += 1
                     cost = self._live[key]
@@ -191,7 +199,7 @@ class Recorder:
                 else:
                     replayed += 1
         total = math.fsum(costs) if self.price is not None and not unpriced else None
-        return Charge(total, live, replayed, unpriced)
+        return Charge(total, live, replayed, unpriced, roles)
 
     @contextmanager
     def collecting(self) -> Iterator[list[str]]:

@@ -26,6 +26,7 @@ from washexp.compaction.records.runs import metric, provenance_head, study_runs,
 from washexp.export import bootstrap, plots, selection
 from washexp.export.records import Column, Plot, Record, Table
 from washexp.export.run_facts import run_facts
+from washexp.export.spend import role_spend
 from washexp.models.base import OverWindow
 from washexp.tokens import TOKENIZER
 
@@ -148,6 +149,8 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
     if repeats is not None:
         tables.append(repeats)
     tables.append(_preflight_table(pre))
+    if (spent := role_spend(arms)) is not None:  # runs since calls were counted per role (issue 49)
+        tables.append(spent)
 
     stem = f"compaction-{platform}-{date}"
     record_plots = _plots(final, score, score_name, stem, n_tasks) + _loss_plot(cells, stem)

@@ -17,6 +17,7 @@ from washexp.errors import WashexpError
 from washexp.export import plots, selection
 from washexp.export.records import Column, Plot, Record, Table
 from washexp.export.run_facts import run_facts
+from washexp.export.spend import role_spend
 from washexp.tracking.reader import json_artifact
 from washexp.wash.coalwash import ported
 from washexp.wash.measure.fidelity import FIDELITY
@@ -124,6 +125,8 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left
     cost = _cost_table(parents)
     if cost is not None:
         tables.append(cost)
+    if (spent := role_spend(parents)) is not None:  # runs since calls were counted per role (issue 49)
+        tables.append(spent)
     for _, kid in kids[kids["tags.washexp.kind"] == "wash-store"].iterrows():
         for rd in json_artifact(options.uri, kid["run_id"], "rounds.json") or []:
             for lost in rd.get("lost_now", []):
