@@ -16,7 +16,7 @@ import pytest
 from tests.test_wash_apply import make_store
 from tests.test_wash_journal import crash_at, everything
 from washexp.cli import main
-from washexp.errors import WashexpError
+from washexp.errors import FixtureError
 from washexp.wash.store.apply import SNAPSHOT_DIR, WAL_NAME, pending_journal
 from washexp.wash.store.stores import store_files
 
@@ -52,8 +52,8 @@ def test_every_reading_command_refuses_a_torn_store_naming_its_journal(torn, cap
         assert f"{store}: a wash's journal is pending ({wal}" in err, (what, err)
         assert f"`washexp wash {store} --recover` rolls an interrupted one back" in err, (what, err)
     assert everything(store) == before  # read-only: nothing rolled back, nothing written
-    with pytest.raises(WashexpError, match="journal is pending"):
-        store_files(store)  # what the benchmark and a wash read a store with
+    with pytest.raises(FixtureError, match="journal is pending"):
+        store_files(store)  # what the benchmark and a wash read a store with: an input error, exit 2
 
 
 def test_recover_rolls_it_back_and_then_it_reads_as_whole(torn, capsys):

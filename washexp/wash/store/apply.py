@@ -345,14 +345,17 @@ def pending_journal(store: str | Path) -> Path | None:
     return wal if os.path.lexists(wal) else None
 
 
-class TornStore(WashexpError):
+class TornStore(FixtureError):
     """A store read while an interrupted apply's journal is pending (one line: the journal, and the
-    command that rolls it back); a read-only command refuses it rather than write to recover it."""
+    command that rolls it back); a read-only command refuses it rather than write to recover it.
+    An input error found before any work (exit 2; ``washexp score`` keeps score.mjs's 1)."""
 
     def __init__(self, store: str | Path, wal: Path):
         super().__init__(
-            f"{store}: a wash's journal is pending ({wal}: a wash is running or was interrupted), so its "
-            f"files may be torn and nothing was read; `washexp wash {store} --recover` rolls an interrupted one back"
+            store,
+            None,
+            f"a wash's journal is pending ({wal}: a wash is running or was interrupted), so its files may be "
+            f"torn and nothing was read; `washexp wash {store} --recover` rolls an interrupted one back",
         )
 
 
