@@ -258,12 +258,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.recover and args.dry_run:
             raise _UsageError("--recover rolls the store itself back; it takes no --dry-run")
         _check_fixture(args)
+        load_gauge(args.gauge)  # an unknown gauge is a usage error, found before any work
         if args.recover or (not args.dry_run and pending_journal(args.store) is not None):
             _recover(args.store)  # a dry run leaves the store as it is: it refuses a torn one (store_files)
             if args.recover:
                 return 0
         files = _check_store(args.store)
-        load_gauge(args.gauge)  # an unknown gauge is a usage error, found before any work
         operator = _operator(args, files)
         washer = _washer(args)
     except SystemExit as done:  # --help
