@@ -47,7 +47,6 @@ def test_empty_range_is_an_error():
         ("model.generations=many", "generations"),
         ("nosuchkey=1", "nosuchkey"),
         ("metod=S", "metod=S: no such config key 'metod'; did you mean 'method'"),  # before Hydra's own text
-        ("topn=9", "topn=9: the most evidence units a chosen task has is 8 (checkout_504)"),
         # trap: `???` in a YAML file does not override a dataclass default: model.name must have none
         ("model=openai", "model.name: Structured config of type `ModelConfig` has missing mandatory value"),
         ("model.backend=openia", "did you mean 'openai'"),
@@ -64,3 +63,16 @@ def test_bad_override_is_one_clear_line(store, override, expected):
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("washexp: ") and expected in lines[0], lines[0]
     assert not (store / "mlflow.db").exists(), "a rejected command must write nothing"
+
+
+def test_a_top_n_past_a_tasks_units_runs_and_keeps_them_all(store):
+    """The trap (issue 48): ``topn`` above every chosen task's unit count was refused (exit 2, "a
+    larger N fuses the same units"); the study keeps all the units and reports the actual count."""
+    from mlflow.tracking import MlflowClient
+
+    run_cli(["-m", "method=S", "topn=1,3", "task=meeting_notes"], store, premade=True)  # one unit
+    client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("compaction")
+    runs = client.search_runs([exp.experiment_id], "tags.`washexp.kind` = 'condition'")
+    kept = {r.data.tags["topn"]: (r.info.status, r.data.metrics["units_kept"]) for r in runs}
+    assert kept == {"1": ("FINISHED", 1.0), "3": ("FINISHED", 1.0)}

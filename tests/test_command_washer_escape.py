@@ -214,3 +214,47 @@ def test_a_machine_that_cannot_contain_it_refuses_in_one_line(monkeypatch):
     washer = CommandWasher(command=["true"], uncontained=True)
     assert washer.confinement == "subreaper+seccomp+no-caps UNCONTAINED (no PID and mount namespaces, no Landlock)"
     assert washer.mechanisms == ("seccomp", "nocaps")
+
+
+PROBE = """#!/bin/sh
+# a washer kept inside a project: it tries what lies beside it
+for path in "$@"; do
+    if cat "$path" > /dev/null 2>&1; then echo "READ $path"; else echo "denied $path"; fi
+done
+if ls "$(dirname "$0")" > /dev/null 2>&1; then echo "LISTED its folder"; else echo "denied its folder"; fi
+"""
+
+
+@needs_containment
+def test_a_program_kept_in_a_project_cannot_read_the_answer_key_beside_it(tmp_path):
+    """The trap (issue 48): Landlock granted "the folder of its own program", so a probe script
+    kept in the project read ``fixtures/wash/<store>/expected.json`` and ``mlruns/mlflow.db``
+    beside it. It may read the file it is and the interpreter its ``#!`` names, not their folder."""
+    project = tmp_path / "project"
+    store = copy_store("superseded", project / "fixtures" / "wash")
+    (project / "mlruns").mkdir()
+    (project / "mlruns" / "mlflow.db").write_bytes(b"SQLite format 3\0 fake tracking store")
+    probe = project / "probe.sh"
+    probe.write_text(PROBE)
+    probe.chmod(0o755)
+    secrets = [store / "expected.json", store / "MEMORY.md", project / "mlruns" / "mlflow.db"]
+    washer = CommandWasher(command=[str(probe), *map(str, secrets)], timeout_s=60)
+    out = washer.propose(read_md(store), (), tmp_path / "scratch").artifacts[STDOUT]
+    assert out.splitlines() == [*(f"denied {p}" for p in secrets), "denied its folder"], out
+
+
+def test_what_a_script_executes_is_its_file_and_its_interpreter(tmp_path):
+    """Files, never folders: ``#!/usr/bin/env NAME`` is NAME found on the program's PATH."""
+    (tmp_path / "bin").mkdir()
+    tool = tmp_path / "bin" / "tool"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    script = tmp_path / "wash.tool"
+    script.write_text("#!/usr/bin/env tool -x\necho hi\n")
+    assert command.executed_files(str(script), str(tmp_path / "bin")) == [
+        str(script.resolve()),
+        os.path.realpath("/usr/bin/env"),
+        str(tool.resolve()),
+    ]
+    binary = os.path.realpath(sys.executable)
+    assert command.executed_files(binary, None) == [binary]

@@ -96,12 +96,7 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
     )
     cache = sweep.shared(("frozen", id(roles)), lambda: FrozenCache(roles))
     method = method_for(c.method, roles)
-    widest = max(tasks, key=lambda t: len(t.units))
-    if not method.whole and c.topn > len(widest.units):  # every task would fuse all its units: a repeat of a smaller N
-        raise ConfigError(
-            f"topn={c.topn}: the most evidence units a chosen task has is {len(widest.units)} ({widest.id}); "
-            "a larger N fuses the same units"
-        )
+    # a task with fewer units than N keeps them all (the study's rule): its runs log units_kept
     # the ranker only matters where units are ranked: ``ranker=bm25 topn=0`` is the Top-0 arm
     arm = Arm(method.name, None if method.whole else c.topn, c.ranker if not method.whole and c.topn else "jev")
     ident = identify(cfg, _family(cfg, method, arm, roles), sweep.shared(("code", CODE), _code), _model(cfg, roles))

@@ -4,6 +4,7 @@
                        [--operator interactive|approve-all|approve-none|benchmark]
                        [--gauge coalwash-1.0|coalwash-beta5|off] [--expected FILE] [--dry-run]
                        [--in-place-fixture] [--json]
+    washexp wash STORE --recover
 
 The wash is ``washexp.wash.pipeline.wash`` with the gates on (the gauge's LEAN band is a hard stop,
 the fidelity gate blocks any unapproved drop). The rules of the command:
@@ -28,7 +29,11 @@ the fidelity gate blocks any unapproved drop). The rules of the command:
   or with ``--json`` the receipt (``Receipt.to_dict``) plus the run's settings.
 
 The whole wash is one transaction (``washexp.wash.store.apply``): SIGINT or SIGTERM before it commits
-rolls it back at once; after a SIGKILL, the next wash of the store rolls it back first. Scratch
+rolls it back at once; after a SIGKILL, the next wash of the store rolls it back first (a line on
+stderr says so), before a byte of the store is read. ``--recover`` does only that. Until then the
+store's files may be torn, and every command that only reads a store (``score``, ``caliper``,
+``gate``, ``recall``, a ``--dry-run`` wash, the benchmark) refuses it in one line naming the
+journal (:class:`~washexp.wash.store.apply.TornStore`): rolling back is a write. Scratch
 folders a killed wash left in the system temp folder are removed when the next wash starts.
 
 Exit codes: 0 the wash ran (applied, or nothing to clean); 1 it could not finish: the fidelity
@@ -58,7 +63,7 @@ from washexp.wash.coalwash.gauge import DEFAULT_GAUGE, load_gauge, load_state, s
 from washexp.wash.coalwash.keeps import read_keeps
 from washexp.wash.coalwash.operators import OPERATORS, Interactive, Operator, make_operator
 from washexp.wash.pipeline import Receipt, wash
-from washexp.wash.store.apply import Terminated, check_journal
+from washexp.wash.store.apply import Terminated, check_journal, pending_journal, recover
 from washexp.wash.store.scratch import scratch_dir, sweep_scratch
 from washexp.wash.store.stores import EXPECTED, check_contents, load_expected, store_files
 
@@ -92,6 +97,11 @@ def _parser() -> argparse.ArgumentParser:
         help="wash a store under a fixtures/ folder in place (committed input: restore it with git)",
     )
     p.add_argument("--json", action="store_true", help="print the receipt as JSON")
+    p.add_argument(
+        "--recover",
+        action="store_true",
+        help="only roll back the journal an interrupted wash left (what every other command refuses to read)",
+    )
     return p
 
 
@@ -119,7 +129,7 @@ def washer_args(pairs: list[str]) -> dict[str, object]:
 def _check_fixture(args: argparse.Namespace) -> None:
     """A store under a ``fixtures/`` folder is committed input a benchmark relies on: washed in
     place only when asked by name (``--in-place-fixture``); ``--dry-run`` washes a copy."""
-    if args.dry_run or args.in_place_fixture or state_path(args.store) is not None:
+    if args.dry_run or args.in_place_fixture or args.recover or state_path(args.store) is not None:
         return
     raise _UsageError(
         f"{args.store} is under a fixtures/ folder (committed input a benchmark relies on): wash a copy, "
@@ -139,6 +149,20 @@ def _check_store(store: Path) -> dict[str, str]:
     if state_path(store) is not None:
         load_state(store)  # a FIFO, a link out, a huge or hostile file: one line, exit 2
     return store_files(store)
+
+
+def _recover(store: Path) -> None:
+    """Roll back the journal an interrupted wash left (one line on stderr says so), before a byte is read."""
+    if not store.is_dir():
+        raise _UsageError(f"{store}: no such store folder")
+    wal = pending_journal(store)
+    if wal is None:
+        line = "no interrupted wash to roll back"
+    elif recover(store):
+        line = f"rolled back the interrupted wash its journal {wal} named"
+    else:
+        line = f"removed the journal {wal} of a wash that had committed (its changes kept)"
+    print(f"{PROG}: {store}: {line}", file=sys.stderr)
 
 
 def _ask_on_stderr(prompt: str) -> str:
@@ -231,9 +255,15 @@ def main(argv: list[str] | None = None) -> int:
     """``washexp wash``: see the module docstring for the rules and exit codes."""
     try:
         args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+        if args.recover and args.dry_run:
+            raise _UsageError("--recover rolls the store itself back; it takes no --dry-run")
         _check_fixture(args)
-        files = _check_store(args.store)
         load_gauge(args.gauge)  # an unknown gauge is a usage error, found before any work
+        if args.recover or (not args.dry_run and pending_journal(args.store) is not None):
+            _recover(args.store)  # a dry run leaves the store as it is: it refuses a torn one (store_files)
+            if args.recover:
+                return 0
+        files = _check_store(args.store)
         operator = _operator(args, files)
         washer = _washer(args)
     except SystemExit as done:  # --help

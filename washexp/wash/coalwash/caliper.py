@@ -50,6 +50,7 @@ from washexp.wash.coalwash.gauge import (
     save_state,
     state_path,
 )
+from washexp.wash.store.apply import refuse_torn
 
 FOLLOWS = "CoalWash v1.1.0 scripts/lib/caliper.mjs (measureEntries, mechFatFromText, tokensEst)"
 """The release this port follows, as every wash run and record names it."""
@@ -276,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
         gauge = load_gauge(args.gauge)
         state_file = args.state or state_path(args.store)
+        refuse_torn(args.store)  # read-only: it never rolls a journal back, it names it
         m = measure(args.store)
         if m.files == 0:
             raise WashexpError(f"{args.store}: not a store (no top-level *.md files)")

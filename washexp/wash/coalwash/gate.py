@@ -72,6 +72,7 @@ from washexp.wash.coalwash.inventory import (
     frontmatter_keys,
     take_inventory,
 )
+from washexp.wash.store.apply import TornStore, pending_journal
 
 FOLLOWS = "CoalWash v1.1.0 scripts/lib/fidelity-gate.mjs (checkFidelity)"
 """The release this port follows, as every wash run and record names it."""
@@ -498,6 +499,8 @@ def _parser() -> argparse.ArgumentParser:
 def read_side(path: Path) -> str | dict[str, str]:
     """A file's text, or a folder's store (its top-level ``*.md``); UsageError names the bad path."""
     if path.is_dir():
+        if (wal := pending_journal(path)) is not None:
+            raise UsageError(str(TornStore(path, wal)))
         return {name: _read_text(path / name) for name in md_names(path)}
     return _read_text(path)
 

@@ -37,6 +37,7 @@ from washexp.errors import WashexpError
 from washexp.needles import norm
 from washexp.tokens import caliper_estimate
 from washexp.wash.coalwash.files import md_names
+from washexp.wash.store.apply import refuse_torn
 
 FOLLOWS = (
     "score.mjs of the CoalWash benchmark (TheColliery/.github benchmarks/CoalWash/score.mjs at commit 0eafe905; "
@@ -554,12 +555,15 @@ def main(argv: list[str]) -> int:
             folder = args[1] if len(args) > 1 else ""
             if not folder:
                 raise WashexpError("--size needs a dir")
+            refuse_torn(folder)
             files, nbytes, tokens = size(folder)
             _emit(f"{_argv_text(folder)} · {files} file(s) · {nbytes} bytes · ~{tokens} tok (~est)\n")
             return 0
         positional = [a for a in args if not a.startswith("--")]
         if len(positional) < 2 or not positional[0] or not positional[1]:
             raise WashexpError(USAGE)
+        for folder in positional[:2]:
+            refuse_torn(folder)  # read-only: it never rolls a journal back, it names it
         date = _date_flag(args)
         raw_round = _flag(args, "round")
         # An empty --round value is falsy in JS and dropped; a non-number becomes NaN, which

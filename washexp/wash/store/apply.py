@@ -95,7 +95,18 @@ LOCK_WAIT_S = 2.0
 _HELD: set[tuple[int, int]] = set()  # (device, inode) of the store folders this process holds
 _HELD_GUARD = threading.Lock()
 
-__all__ = ["ApplyError", "Change", "Terminated", "Transaction", "UnsafeStore", "apply_plan", "is_pinned"]
+__all__ = [
+    "ApplyError",
+    "Change",
+    "Terminated",
+    "TornStore",
+    "Transaction",
+    "UnsafeStore",
+    "apply_plan",
+    "is_pinned",
+    "pending_journal",
+    "refuse_torn",
+]
 
 
 class ApplyError(WashexpError):
@@ -325,6 +336,33 @@ def _well_formed(records: list[dict]) -> bool:
         ):
             return False  # a slice of the pack: two non-negative integers, in a journal that has packs
     return all(isinstance(r.get("file"), str) for r in records[1:] if r.get("event") in ("write", "delete"))
+
+
+def pending_journal(store: str | Path) -> Path | None:
+    """The journal an interrupted apply left in ``store``, or None. Until it is rolled back
+    (:func:`recover`) the store's files may be torn, some of the wash's writes landed and some not."""
+    wal = Path(store) / SNAPSHOT_DIR / WAL_NAME
+    return wal if os.path.lexists(wal) else None
+
+
+class TornStore(FixtureError):
+    """A store read while an interrupted apply's journal is pending (one line: the journal, and the
+    command that rolls it back); a read-only command refuses it rather than write to recover it.
+    An input error found before any work (exit 2; ``washexp score`` keeps score.mjs's 1)."""
+
+    def __init__(self, store: str | Path, wal: Path):
+        super().__init__(
+            store,
+            None,
+            f"a wash's journal is pending ({wal}: a wash is running or was interrupted), so its files may be "
+            f"torn and nothing was read; `washexp wash {store} --recover` rolls an interrupted one back",
+        )
+
+
+def refuse_torn(store: str | Path) -> None:
+    """Raise :class:`TornStore` when ``store`` holds a pending journal; a file is no store, never torn."""
+    if (wal := pending_journal(store)) is not None:
+        raise TornStore(store, wal)
 
 
 def check_journal(store: str | Path) -> _Journal | None:

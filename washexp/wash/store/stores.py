@@ -24,6 +24,7 @@ from washexp.inputs import load_json, named_folder
 from washexp.needles import norm
 from washexp.registry import unknown_name
 from washexp.wash.coalwash.files import joined, read_md
+from washexp.wash.store.apply import refuse_torn
 
 FAT_CLASSES = ("duplicate", "near-dup", "over-verbose", "superseded", "done-point-in-time", "retired-key", "hedging")
 """The fat classes of CoalWash's fixtures; any other class is a typo."""
@@ -280,10 +281,11 @@ def load_expected(path: Path) -> Expected:
 
 def store_files(folder: str | Path) -> dict[str, str]:
     """The store's ``*.md`` files, checked as every store is before any work (the rules that need
-    no ground truth: a folder, UTF-8 text, a ``MEMORY.md`` index)."""
+    no ground truth: a folder, no pending journal, UTF-8 text, a ``MEMORY.md`` index)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FixtureError(folder, None, "not a folder")
+    refuse_torn(folder)
     files = read_md(folder)  # plain NAME.md names, UTF-8, each problem named
     _check_index(files, folder)
     return files

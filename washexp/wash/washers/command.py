@@ -35,8 +35,9 @@ parent; docs/command-washer.md says what each mechanism holds and why):
 - its environment is built, not inherited: ``BASE_ENV`` (PATH, HOME, the locale...) and the
   names in ``env``, never a credential unless ``env`` names it (:func:`washexp.masking.is_secret`);
   ``TMPDIR`` is a private folder beside the copy;
-- Landlock: it reads only the system folders, the Python washexp runs on, its own program's
-  folder, ``readable`` and ``writable``; it writes only in its copy, its temp folder and ``writable``;
+- Landlock: it reads only the system folders, the Python washexp runs on, its program's file
+  and that script's interpreter (not their folders), ``readable`` and ``writable``; it writes
+  only in its copy, its temp folder and ``writable``;
 - seccomp: chmod, chown, utime, xattrs, links, device nodes, ptrace, mounts and namespaces are
   denied (``EPERM``) everywhere, as root too, and every capability is dropped;
 - a symlink, a hard link or a special file anywhere in its copy, or a copy replaced or removed,
@@ -245,6 +246,24 @@ def _program_found(program: str, copy: Path, path_env: str | None) -> str | None
     return shutil.which(program, path=path_env)
 
 
+def executed_files(program: str, path_env: str | None) -> list[str]:
+    """The files (links resolved) the kernel reads to run ``program``: the program itself and, for a
+    script, the interpreter its ``#!`` line names (``#!/usr/bin/env NAME``: NAME found on
+    ``path_env``). Files, never their folders: a program kept in a project must not read the
+    project's ``expected.json`` or ``mlruns/`` beside it."""
+    files = [os.path.realpath(program)]
+    try:
+        with open(files[0], "rb") as fh:
+            first = fh.readline(256)
+    except OSError:  # not readable to us: then the kernel will not run it either
+        return files
+    words = first[2:].decode("utf-8", "replace").split() if first.startswith(b"#!") else []
+    interpreters = words[:1]
+    if words and os.path.basename(words[0]) == "env" and len(words) > 1:
+        interpreters.append(shutil.which(words[1], path=path_env) or "")
+    return files + [os.path.realpath(w) for w in interpreters if os.path.isabs(w)]
+
+
 def _check_copy(copy: Path, made: os.stat_result, artifacts: dict[str, str]) -> None:
     """The copy is still the folder made for the program, holding folders and plain files only:
     anything else fails the round (its output kept)."""
@@ -319,7 +338,7 @@ class CommandWasher:
             raise WasherError(f"washer command: program not found: {argv[0]}")
         spec = {
             "use": list(self.mechanisms),
-            "readable": self._readable(found),
+            "readable": self._readable(found, env.get("PATH")),
             "writable": [str(copy), str(tmp), *self.writable],
         }
         launcher = [sys.executable, "-I", str(confine.__file__), json.dumps(spec), "--", *argv]
@@ -356,13 +375,13 @@ class CommandWasher:
             raise WasherError(msg, arts)
         return stdout, stderr
 
-    def _readable(self, program: str) -> list[str]:
+    def _readable(self, program: str, path_env: str | None) -> list[str]:
         """Where the program may read: the system folders, the Python washexp runs on (a
-        ``python`` program needs its library), its own folder (links resolved), ``readable``,
-        and ``/proc`` only when it is the program's own (its PID namespace's)."""
+        ``python`` program needs its library), the files it executes (:func:`executed_files`),
+        ``readable``, and ``/proc`` only when it is the program's own (its PID namespace's)."""
         prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-        own = [os.path.dirname(os.path.realpath(program))]
         proc = ["/proc"] if "namespaces" in self.mechanisms else []
+        own = executed_files(program, path_env)
         return list(dict.fromkeys([*SYSTEM_READABLE, *proc, *sorted(prefixes), *own, *self.readable]))
 
     def propose(self, files: dict[str, str], keeps: tuple[Keep, ...], scratch: Path) -> Proposal:

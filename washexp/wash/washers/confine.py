@@ -15,7 +15,7 @@ line on stderr, never a silent run without it:
   memory or open files, not any other process's), and when it ends the kernel kills every process
   left in its namespace. (Not root: a user namespace maps our own uid so that this is allowed.)
 - ``landlock``: reads as well as writes are limited. The program may read (and execute) only
-  beneath ``readable`` (the system folders, the interpreter, its own folder) and ``writable``, and
+  beneath ``readable`` (the system folders, the interpreter, its program's file) and ``writable``, and
   write, create, remove, link or rename only beneath ``writable`` (its copy, its temp folder, the
   user's ``washer.writable``), plus the few devices in ``DEVICES``. Mounting is denied, and with
   ABI 6 or later it cannot signal, or connect to an abstract socket of, a process outside its domain.
