@@ -137,6 +137,23 @@ def test_named_facts_are_checked_in_the_session(tmp_path, capsys):
     facts.write_text(yaml.safe_dump({"other-001": {"x": {"description": "d", "expected": 1, "needle": "30"}}}))
     err = refused(capsys, tmp_path, "atif", SAMPLES / FORMATS["atif"], "--out", tmp_path / "c", "--facts", facts)
     assert "other-001: no such imported task" in err
+    facts.write_text(
+        yaml.safe_dump({"atif_trajectory-001": {"x": {"description": "d", "expected": 1, "needle": "ightly batch"}}})
+    )
+    err = refused(capsys, tmp_path, "atif", SAMPLES / FORMATS["atif"], "--out", tmp_path / "d", "--facts", facts)
+    assert "needle 'ightly batch' is in the query or the description" in err
+
+
+def test_a_set_the_loader_refuses_leaves_nothing(tmp_path, capsys, monkeypatch):
+    from washexp.errors import FixtureError
+    from washexp.sessions import writer
+
+    def refuse(folder):
+        assert folder.parent == tmp_path and folder.name.startswith(".set.")  # a temporary folder beside --out
+        raise FixtureError(folder, None, "refused")
+
+    monkeypatch.setattr(writer, "load_tasks", refuse)
+    refused(capsys, tmp_path, "openai", SAMPLES / FORMATS["openai"], "--out", tmp_path / "set", "--plant", "1")
 
 
 def test_a_secret_in_the_environment_is_masked_too(tmp_path, monkeypatch, capsys):

@@ -52,12 +52,16 @@ def _fact(path: Path, where: str, name: str, spec: Any) -> NamedFact:
     return NamedFact(name, spec["description"], spec["expected"], tuple(needles))
 
 
-def check(path: Path, task: str, facts: list[NamedFact], units: list[str]) -> None:
-    """Each needle must be in the session's tool results (as written, secrets masked)."""
+def check(path: Path, task: str, facts: list[NamedFact], units: list[str], query: str) -> None:
+    """Each needle must be in the session's tool results (as written, secrets masked), and in
+    neither the query nor its field's description: there it would prove nothing."""
     evidence = "\n".join(units)
     for fact in facts:
         for needle in fact.needles:
+            where = f"{task}.{fact.field}"
             if not contains(evidence, needle):
+                raise FixtureError(path, where, f"needle {needle!r} is in no tool result of the session")
+            if contains(query, needle) or contains(fact.description, needle):
                 raise FixtureError(
-                    path, f"{task}.{fact.field}", f"needle {needle!r} is in no tool result of the session"
+                    path, where, f"needle {needle!r} is in the query or the description: it proves nothing"
                 )

@@ -139,7 +139,7 @@ def _task(task_id: str, session: Session, plan: Plan, source: dict[str, str], ma
         messages.append(m)
     own = plan.named.get(task_id, [])
     if plan.facts_file is not None:
-        named.check(plan.facts_file, task_id, own, units)
+        named.check(plan.facts_file, task_id, own, units, session.query)
     if not planted and not own:
         raise FixtureError(
             session.where,
