@@ -18,7 +18,12 @@ from washexp.needles import contains
 from washexp.sessions.planting import KINDS, plant
 
 SAMPLES = Path(__file__).parent / "sessions"
-FORMATS = {"openai": "openai_chat.json", "claude-code": "claude_code.jsonl", "atif": "atif_trajectory.json"}
+FORMATS = {
+    "openai": "openai_chat.json",
+    "claude-code": "claude_code.jsonl",
+    "atif": "atif_trajectory.json",
+    "otlp": "otlp_genai.json",  # made by the OpenTelemetry SDK: tests/sessions/otel_agent.py
+}
 
 
 def run(*args: str) -> int:
@@ -229,23 +234,27 @@ def test_an_unanswered_call_and_an_orphan_result(tmp_path, capsys):
     assert [u.call_id for u in task.units] == ["call_01", "call_02", "call_04"]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_a_sweep_on_each_imported_format_keeps_every_planted_needle_under_full(tmp_path, fmt):
+def swept(out: Path, store: Path) -> list:
+    """``method=full,S,H topn=0,3`` offline on the task set ``out`` into ``store`` (exit 0, five
+    arms); returns Full's condition runs."""
     from mlflow.tracking import MlflowClient
 
     from tests.conftest import run_cli
 
-    out = imported(tmp_path, fmt, "--plant", "8", "--seed", "11")
-    store = tmp_path / "store"
     store.mkdir()
     run_cli(["-m", "method=full,S,H", "topn=0,3", f"benchmark.fixtures={out}"], store, env={"CI": "1"}, premade=True)
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     exp = client.get_experiment_by_name("compaction")
-    full = client.search_runs([exp.experiment_id], "tags.`washexp.kind` = 'condition' and tags.method = 'full'")
-    assert full and all(r.data.metrics["retention"] == 1.0 for r in full)
     arms = client.search_runs([exp.experiment_id], "tags.`washexp.kind` = 'arm'")
     assert len(arms) == 5  # Full, S top 0 and 3, H top 0 and 3
+    return client.search_runs([exp.experiment_id], "tags.`washexp.kind` = 'condition' and tags.method = 'full'")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_sweep_on_each_imported_format_keeps_every_planted_needle_under_full(tmp_path, fmt):
+    full = swept(imported(tmp_path, fmt, "--plant", "8", "--seed", "11"), tmp_path / "store")
+    assert full and all(r.data.metrics["retention"] == 1.0 for r in full)
 
 
 def test_the_command_is_listed(tmp_path):
@@ -257,3 +266,51 @@ def test_the_command_is_listed(tmp_path):
         timeout=60,
     )
     assert proc.returncode == 0 and "claude-code" in proc.stdout
+
+
+def test_otlp_chat_spans_and_tool_spans_read_alike(tmp_path, capsys):
+    chat, tools = load_tasks(imported(tmp_path, "otlp", "--plant", "1"))
+    assert chat.query == tools.query
+    assert [u.content for u in chat.units][:3] == [u.content for u in tools.units][:3]  # before planting
+    assert [u.call_id for u in tools.units] == ["call_01", "call_02", "call_03", "call_04"]
+    trajectory = json.loads((tmp_path / "otlp" / tools.id / "trajectory.json").read_text())
+    assert trajectory["messages"][-1]["content"] == "Worker 3 is slow; the timeout is 30 s."
+    assert "not OTLP JSON" in refused(
+        capsys, tmp_path, "otlp", SAMPLES / FORMATS["atif"], "--out", tmp_path / "x", "--plant", "1"
+    )
+
+
+def test_a_trace_store_that_does_not_exist_is_refused_and_not_made(tmp_path, capsys):
+    uri = f"sqlite:///{tmp_path / 'none' / 'mlflow.db'}"
+    err = refused(capsys, tmp_path, "mlflow", uri, "--experiment", "agent", "--out", tmp_path / "set", "--plant", "1")
+    assert f"{uri}: no tracking store there" in err and not (tmp_path / "none").exists()
+    assert "--experiment NAME" in refused(capsys, tmp_path, "mlflow", uri, "--out", tmp_path / "set", "--plant", "1")
+
+
+@pytest.mark.slow
+def test_mlflow_traces_written_by_mlflow_round_trip_to_a_verified_record(tmp_path, capsys):
+    """Traces written by MLflow's own tracing API -> tasks -> sweep -> record -> verify."""
+    from tests.test_export import export
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    uri = f"sqlite:///{traces / 'mlflow.db'}"
+    subprocess.run(
+        [sys.executable, str(SAMPLES / "mlflow_agent.py"), uri], check=True, capture_output=True, timeout=300
+    )
+    out = tmp_path / "set"
+    assert run("mlflow", uri, "--experiment", "agent", "--out", out, "--plant", "8", "--seed", "2") == 0
+    tool_spans, chat_span = load_tasks(out)
+    assert tool_spans.query == chat_span.query == "Why did the nightly batch run slowly?"
+    assert [u.tool for u in tool_spans.units] == [u.tool for u in chat_span.units] == ["read_file"] * 4
+    assert "1 x system message" in capsys.readouterr().out  # the chat span's system prompt
+
+    store = tmp_path / "store"
+    full = swept(out, store)
+    assert len(full) == 2 and all(r.data.metrics["retention"] == 1.0 for r in full)
+    export(store, store / "results", "--bundle")
+    (record,) = (store / "results").glob("compaction-reference-*.json")
+    verified = subprocess.run(
+        [sys.executable, "-m", "washexp.cli", "verify", str(record)], capture_output=True, text=True, timeout=300
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr

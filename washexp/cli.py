@@ -241,7 +241,7 @@ PASSTHROUGH_HELP = {
     "gate": "the fidelity gate: did a wash drop a structured value the plan did not name?",
     "feed": "write a growth feed's store after N sessions",
     "recall": "the recall of one cut per class, with the values lost (CoalWash's controlled scorer)",
-    "import": "agent sessions (openai, claude-code, atif) as a compaction task set, facts planted or named",
+    "import": "agent sessions (openai, claude-code, atif, mlflow, otlp) as a compaction task set",
 }
 
 

@@ -19,8 +19,10 @@ FORMATS = {
     "openai": "washexp.sessions.openai",
     "claude-code": "washexp.sessions.claude_code",
     "atif": "washexp.sessions.atif",
+    "mlflow": "washexp.sessions.mlflow_traces",
+    "otlp": "washexp.sessions.otlp",
 }
-"""Format name -> its module (each has ``sessions(path)``)."""
+"""Format name -> its module (each has ``sessions(path)``; ``mlflow``: ``sessions(uri, experiment)``)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Import agent sessions as a compaction task set (benchmark.fixtures=DIR).",
     )
     p.add_argument("format", choices=list(FORMATS), help="the session file's format")
-    p.add_argument("path", type=Path, help="the session file")
+    p.add_argument("path", help="the session file (mlflow: the tracking URI)")
+    p.add_argument("--experiment", metavar="NAME", help="mlflow: the experiment whose traces are imported")
     p.add_argument("--out", type=Path, required=True, help="the task set folder to create (must not exist)")
     p.add_argument(
         "--plant", type=int, default=0, metavar="N", help="plant N typed facts in each session's tool results"
@@ -47,9 +50,17 @@ def main(argv: list[str]) -> int:
         if not args.plant and args.facts is None:
             raise ConfigError("nothing to grade: plant facts (--plant N --seed S) or name them (--facts FILE)")
         facts = named.load(args.facts) if args.facts is not None else {}
-        sessions = list(importlib.import_module(FORMATS[args.format]).sessions(args.path))
-        ids = task_ids(args.path.stem, sessions)
-        source = {"format": args.format, "source_file": args.path.name}
+        module = importlib.import_module(FORMATS[args.format])
+        if args.format == "mlflow":
+            if not args.experiment:
+                raise ConfigError("mlflow: name the experiment whose traces are imported (--experiment NAME)")
+            sessions = list(module.sessions(args.path, args.experiment))
+            stem, source = args.experiment, {"format": "mlflow", "experiment": args.experiment}
+        else:
+            path = Path(args.path)
+            sessions = list(module.sessions(path))
+            stem, source = path.stem, {"format": args.format, "source_file": path.name}
+        ids = task_ids(stem, sessions)
         written = write(sessions, ids, Plan(args.plant, args.seed, facts, args.facts), args.out, source)
     except WashexpError as err:
         print(f"washexp import: {err}", file=sys.stderr)
