@@ -250,6 +250,30 @@ def swept(out: Path, store: Path) -> list:
     return client.search_runs([exp.experiment_id], "tags.`washexp.kind` = 'condition' and tags.method = 'full'")
 
 
+def test_swe_agent_quirks_a_list_of_one_call_id_and_a_replayed_id(tmp_path, capsys):
+    """SWE-agent's histories: a tool message names its call in ``tool_call_ids``, and a replayed
+    run reuses an answered call's id for a new call (renamed ``<id>#2``)."""
+    messages = json.loads((SAMPLES / FORMATS["openai"]).read_text())[0]["messages"]
+    for m in messages:
+        if m["role"] == "tool":
+            m["tool_call_ids"] = [m.pop("tool_call_id")]
+        for c in m.get("tool_calls", []):
+            c["id"] = "call_01" if c["id"] == "call_03" else c["id"]
+    messages[7]["tool_call_ids"] = ["call_01"]
+    session = tmp_path / "swe.json"
+    session.write_text(json.dumps({"messages": messages}))
+    assert run("openai", session, "--out", tmp_path / "set", "--plant", "1") == 0
+    assert "1 x reused tool call id (renamed <id>#2, ...)" in capsys.readouterr().out
+    (task,) = load_tasks(tmp_path / "set")
+    assert [u.call_id for u in task.units] == ["call_01", "call_02", "call_01#2", "call_04"]
+    assert task.units[2].arguments == {"path": "conf/batch.yaml"}
+    pending = [*messages[:3], {**messages[2], "content": "again"}, *messages[3:]]  # two open calls, one id
+    session.write_text(json.dumps({"messages": pending}))
+    assert "'call_01' is used twice before a result" in refused(
+        capsys, tmp_path, "openai", session, "--out", tmp_path / "x", "--plant", "1"
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_a_sweep_on_each_imported_format_keeps_every_planted_needle_under_full(tmp_path, fmt):

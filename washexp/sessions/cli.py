@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
         return 1
     for task, notes in written.notes.items():
         if notes:
-            print(f"{task}: left out (the task format holds none): {'; '.join(notes)}")
+            print(f"{task}: left out or changed (the task format holds none as written): {'; '.join(notes)}")
     cohorts = list(written.tasks.values())
     primary = cohorts.count("primary")
     print(

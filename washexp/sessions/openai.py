@@ -3,8 +3,9 @@
 
 An assistant message's ``tool_calls`` are ``{"id", "type": "function", "function": {"name",
 "arguments"}}`` with ``arguments`` a JSON string (washexp's own ``{"id", "name", "arguments": {}}``
-is read too); a ``tool`` message answers one by ``tool_call_id``. ``system``/``developer``
-messages and the legacy ``function`` role have no place in a task: counted, left out.
+is read too); a ``tool`` message answers one by ``tool_call_id`` (SWE-agent's ``tool_call_ids``, a
+list of one id, is read as that id). ``system``/``developer`` messages and the legacy ``function``
+role have no place in a task: counted, left out.
 """
 
 from __future__ import annotations
@@ -54,8 +55,11 @@ def conversation(messages: list[dict[str, Any]], where: str, name: str) -> Sessi
             )
         elif role == "tool":
             call_id = m.get("tool_call_id")
+            ids = m.get("tool_call_ids")  # SWE-agent writes a list of the ids a result answers
+            if call_id is None and isinstance(ids, list) and len(ids) == 1:
+                call_id = ids[0]
             if not isinstance(call_id, str):
-                raise FixtureError(at, "tool_call_id", "a tool message needs the id of the call it answers")
+                raise FixtureError(at, "tool_call_id", "a tool message needs the id of the one call it answers")
             b.tool(call_id, text_of(m.get("content"), at, b.drop))
         elif role in ("system", "developer", "function"):
             b.drop(f"{role} message")

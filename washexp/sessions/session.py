@@ -47,6 +47,8 @@ class Builder:
     _open: dict[str, int] = field(default_factory=dict)
     """Call id -> index of the assistant message that made it, until a result answers it."""
     _names: dict[str, str] = field(default_factory=dict)
+    _alias: dict[str, str] = field(default_factory=dict)
+    """A reused call id -> the id its latest call is written with (``<id>#2``...)."""
 
     def drop(self, what: str, n: int = 1) -> None:
         self.dropped[what] += n
@@ -65,14 +67,20 @@ class Builder:
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if calls:
             message["tool_calls"] = []
-            for call_id, name, arguments in calls:
-                if call_id in self._names:
-                    raise FixtureError(self.where, None, f"tool call id {call_id!r} is used twice")
+            for given, name, arguments in calls:
+                call_id = given
+                if given in self._names:  # a replayed session reuses an answered call's id: a new call
+                    if self._alias.get(given, given) in self._open:
+                        raise FixtureError(self.where, None, f"tool call id {given!r} is used twice before a result")
+                    call_id = f"{given}#{sum(n.split('#')[0] == given for n in self._names) + 1}"
+                    self._alias[given] = call_id
+                    self.drop("reused tool call id (renamed <id>#2, ...)")
                 self._open[call_id], self._names[call_id] = len(self.messages), name
                 message["tool_calls"].append({"id": call_id, "name": name, "arguments": arguments})
         self.messages.append(message)
 
     def tool(self, call_id: str, text: str) -> None:
+        call_id = self._alias.get(call_id, call_id)
         if call_id not in self._open:
             if call_id in self._names:
                 raise FixtureError(self.where, None, f"tool call {call_id!r} is answered twice")
