@@ -36,14 +36,20 @@ def sessions(uri: str, experiment: str) -> Iterator[Session]:
     exp_id = experiment_id(uri, experiment)
     if exp_id is None:
         raise FixtureError(uri, f"experiment {experiment!r}", "no such experiment")
+    from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     client, token, traces = MlflowClient(uri), None, []
     with quiet_mlflow():
         while True:
-            page = client.search_traces(
-                locations=[exp_id], max_results=PAGE, page_token=token, order_by=["timestamp_ms ASC"]
-            )
+            try:
+                page = client.search_traces(
+                    locations=[exp_id], max_results=PAGE, page_token=token, order_by=["timestamp_ms ASC"]
+                )
+            except MlflowException as err:  # a server that refuses, a store of another schema
+                raise FixtureError(
+                    uri, f"experiment {experiment!r}", f"traces cannot be read ({err.message.splitlines()[0]})"
+                ) from None
             traces.extend(page)
             token = page.token
             if not token:
