@@ -54,8 +54,12 @@ def test_second_identical_invocation_creates_nothing(sweep):
     store, _, runs, _ = sweep
     again = run_cli(["-m", "method=S,H", "topn=0..5"], store)
     _, after = _runs(store)
-    fused = [r for r in after if r.data.tags["method"] in ("S", "H")]
+    fused = [r for r in after if r.data.tags["method"] in ("S", "H") and r.data.tags["washexp.kind"] != "link"]
     assert len(fused) == len(runs) == 180
+    # the second sweep covers the arms it reused: one link each, naming the first sweep's arm
+    links = [r for r in after if r.data.tags["washexp.kind"] == "link"]
+    arms = {r.info.run_id for r in runs if r.data.tags["washexp.kind"] == "arm"}
+    assert len(links) == 12 and {r.data.tags["washexp.link"] for r in links} == arms
     assert (again.stdout + again.stderr).count("finished already") == 12
 
 
