@@ -56,10 +56,8 @@ def test_second_identical_invocation_creates_nothing(sweep):
     _, after = _runs(store)
     fused = [r for r in after if r.data.tags["method"] in ("S", "H") and r.data.tags["washexp.kind"] != "link"]
     assert len(fused) == len(runs) == 180
-    # the second sweep covers the arms it reused: one link each, naming the first sweep's arm
-    links = [r for r in after if r.data.tags["washexp.kind"] == "link"]
-    arms = {r.info.run_id for r in runs if r.data.tags["washexp.kind"] == "arm"}
-    assert len(links) == 12 and {r.data.tags["washexp.link"] for r in links} == arms
+    # both commands write to one sweep folder, so one sweep id: its own arms need no link
+    assert not [r for r in after if r.data.tags["washexp.kind"] == "link"]
     assert (again.stdout + again.stderr).count("finished already") == 12
 
 
