@@ -220,3 +220,31 @@ def test_a_served_sweep_starts_an_arm_beside_the_last_conditions_of_the_one_befo
     first = min(c.info.start_time for c in children[top1.info.run_id])
     assert first < max(c.info.end_time for c in children[top0.info.run_id])  # beside top0's last conditions
     assert top2.info.start_time >= min(top0.info.end_time, top1.info.end_time)  # it waited for one to end
+
+
+def test_a_group_another_sweep_finished_is_linked_by_the_sweep_that_reuses_it(tracker):
+    """The trap (issue 50): a group reused whole from another sweep left nothing in the sweep that
+    reused it, so its export, compare and ``washexp runs`` did not see it."""
+    from washexp.export.selection import parents
+    from washexp.listing import sweep_rows
+    from washexp.tracking.reader import search
+
+    def group(sweep: str) -> tuple[Work, list[Work]]:
+        parent, kids = _group("W", 2)
+        tags = {"sweep": sweep, "washexp.kind": "arm"}
+        return Work(parent.name, parent.identity, tags=tags), [
+            Work(k.name, k.identity, tags={"sweep": sweep, "washexp.kind": "condition"}, key=k.key) for k in kids
+        ]
+
+    compute = lambda w: Result({"x": 1.0})  # noqa: E731
+    first = run_group(tracker, *group("one"), compute, _summarize)
+    again = run_group(tracker, *group("two"), compute, _summarize)
+    twice = run_group(tracker, *group("two"), compute, _summarize)  # the same sweep asks again
+    assert (first.reused, again.reused, again.reused_from, twice.reused_from) == (False, True, "one", "one")
+    tracker.close()
+    runs = search(tracker.uri, "runner")
+    (arm,) = runs[(runs["tags.washexp.kind"] == "arm")]["run_id"]
+    found = parents(runs, "arm", sweeps=("two",))
+    assert list(zip(found["run_id"], found["reused_from"], found["reused_by"], strict=True)) == [(arm, "one", "two")]
+    rows = {r.sweep: (r.arms, r.units, r.reused) for r in sweep_rows(runs, "runner")}
+    assert rows == {"one": (1, 2, {}), "two": (1, 2, {"one": 1})}

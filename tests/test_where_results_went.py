@@ -63,19 +63,21 @@ def test_the_printed_sweep_id_is_accepted_by_export_and_compare(two_sweeps, tmp_
     assert found.stdout.startswith("no regression: 0 needle(s) lost")
 
 
-def test_a_sweep_of_reused_arms_says_where_they_are(two_sweeps):
-    _, _, _, again = two_sweeps
+def test_a_sweep_of_reused_arms_covers_them_and_says_where_they_were_made(two_sweeps):
+    _, _, b, again = two_sweeps
     counts = _closing(again)
     assert (counts["run"], counts["reused"]) == ("0", "4")
-    assert "records" not in counts and "finished in earlier sweeps" in again
+    # its arms are the second sweep's (the newest finished): linked, so its own commands find them
+    assert f"  reused:   2 arms finished in sweep {b['sweep']}" in again
+    assert f"export --sweep {counts['sweep']}" in counts["records"]
 
 
-def test_runs_lists_both_sweeps_newest_first(two_sweeps):
-    store, a, b, _ = two_sweeps
+def test_runs_lists_the_sweeps_newest_first(two_sweeps):
+    store, a, b, again = two_sweeps
     listed = _washexp(["runs", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"])
     assert listed.returncode == 0, listed.stderr
     rows = [line.split()[0] for line in listed.stdout.splitlines()[1:]]
-    assert rows[:2] == [b["sweep"], a["sweep"]]
+    assert rows[:3] == [_closing(again)["sweep"], b["sweep"], a["sweep"]]  # the last reused b's arms: its links
     row = next(line for line in listed.stdout.splitlines() if line.startswith(a["sweep"] + " "))
     assert "compaction.topn=0,1 method=S" in row and "6 FINISHED" in row  # 2 arms + 4 conditions
 

@@ -22,6 +22,7 @@ from washexp.hashing import tree_digest
 from washexp.ledger import Entry, plural
 from washexp.provenance import git_commit, package_source
 from washexp.runner import GroupOutcome, Result, Work, run_group, start_group
+from washexp.tracking.runs import SWEEP_TAG
 
 log = logging.getLogger("washexp")
 
@@ -54,7 +55,7 @@ def common_tags(cfg, job, sweep) -> dict[str, str]:
         "model": cfg.model.name,
         "tier": cfg.model.tier,
         "platform": cfg.model.platform,
-        "sweep": job.sweep,
+        SWEEP_TAG: job.sweep,
         "washexp.overrides": job.overrides,
         "washexp.source": tree_digest(sweep.shared("package_source", package_source)),
         "mlflow.source.git.commit": sweep.shared("git_commit", lambda: git_commit(sweep.root)) or "unknown",
@@ -95,8 +96,16 @@ def run(cfg, job, sweep, group: Group, *, tracked, fatal: tuple[type[BaseExcepti
     def report(outcome: GroupOutcome) -> None:
         bar.close()  # the result line takes its place
         sweep.ledger.append(Entry.of(job.sweep, cfg.benchmark.name, cfg.tracking, total, outcome))
-        if outcome.reused:
-            console.result(log, "%s: finished already; rerun=true runs it again", group.label)
+        if outcome.reused:  # its numbers all the same: the sweep covers it
+            where = f"sweep {outcome.reused_from}" if outcome.reused_from else "this sweep"
+            console.result(
+                log,
+                "%s: finished already; rerun=true runs it again · %s reused from %s · %s",
+                group.label,
+                plural(total, group.unit),
+                where,
+                group.headline(outcome.metrics),
+            )
             return
         n = outcome.counts
         console.result(

@@ -33,6 +33,8 @@ class Entry:
     run: int
     reused: int
     failed: int
+    reused_from: str | None = None
+    """Reused whole from another sweep: that sweep's id (its runs stay there; this sweep links them)."""
 
     @classmethod
     def of(cls, sweep: str, benchmark: str, tracking, units: int, outcome) -> Entry:
@@ -41,7 +43,18 @@ class Entry:
         n = outcome.counts
         run, reused, failed = (0, units, 0) if outcome.reused else (n["run"], n["reused"], n["failed"])
         experiment = tracking.experiment or benchmark
-        return cls(sweep, benchmark, experiment, tracking.enabled, tracking.uri, units, run, reused, failed)
+        return cls(
+            sweep,
+            benchmark,
+            experiment,
+            tracking.enabled,
+            tracking.uri,
+            units,
+            run,
+            reused,
+            failed,
+            outcome.reused_from,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -73,6 +86,11 @@ def closing_lines(entries: list[Entry], root: Path) -> list[str]:
             f"washexp: sweep {sweep} · {plural(len(es), arm)} · {plural(units, unit)}:"
             f" {run} run, {reused} reused, {failed} failed"
         )
+        sources: dict[str, int] = {}
+        for e in es:
+            if e.reused_from is not None:
+                sources[e.reused_from] = sources.get(e.reused_from, 0) + 1
+        lines += [f"  reused:   {plural(n, arm)} finished in sweep {source}" for source, n in sources.items()]
         if not recorded:
             lines.append("  tracking=off: nothing was recorded (drop tracking=off to keep runs)")
             continue

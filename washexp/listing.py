@@ -3,14 +3,19 @@ dug out of SQLite or an ``outputs/`` folder.
 
 A sweep is the set of runs that carry its ``sweep`` tag (what ``export --sweep`` and ``compare``
 take). Its *arms* are its top-level runs (compaction arms, wash measurements), its units the
-runs under them (conditions, stores); a condition reused from an earlier sweep keeps that sweep's tag, so it is
-counted there.
+runs under them (conditions, stores). An arm it reused whole from another sweep is its arm too,
+counted with its units in both sweeps and said (``reused 4 arms from <sweep>``): the sweep left a
+top-level link run naming it (:mod:`washexp.export.selection` follows the same links).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+
+import pandas as pd
+
+from washexp.ledger import plural
 
 TOP_KINDS = ("arm", "measurement", "cycles")
 """The ``washexp.kind`` of a sweep's top-level runs (the rest hang under them)."""
@@ -28,6 +33,8 @@ class SweepRow:
     """Run status -> how many of the sweep's runs (arms and units) have it."""
     overrides: str
     """The values each key took over the sweep's arms, as ``key=a,b``."""
+    reused: dict[str, int]
+    """Sweep id -> how many of this sweep's arms it made and this sweep reused whole."""
 
 
 def merged_overrides(per_arm: list[str]) -> str:
@@ -68,20 +75,31 @@ def sweep_rows(runs, experiment: str) -> list[SweepRow]:
     """One row per sweep of ``runs`` (a ``tracking.reader.search`` frame), newest first."""
     if runs is None or runs.empty or "tags.sweep" not in runs.columns:
         return []
+    from washexp.export.selection import tag
+
+    kinds, parent = tag(runs, "washexp.kind"), tag(runs, "mlflow.parentRunId")
+    linking = (kinds == "link") & parent.isna()  # an arm reused whole: not a unit of its own
+    by_id = runs.set_index("run_id", drop=False)
     rows = []
-    for sweep, group in runs.dropna(subset=["tags.sweep"]).groupby("tags.sweep"):
-        kinds = group.get("tags.washexp.kind")
-        top = group[kinds.isin(TOP_KINDS)] if kinds is not None else group.iloc[0:0]
-        overrides = top["tags.washexp.overrides"].dropna().tolist() if "tags.washexp.overrides" in top else []
+    for sweep, group in runs[runs["tags.sweep"].notna()].groupby("tags.sweep"):
+        links = group[linking[group.index]]
+        own = group[~linking[group.index]]
+        top = own[tag(own, "washexp.kind").isin(TOP_KINDS)]
+        targets = by_id.reindex(list(dict.fromkeys(tag(links, "washexp.link")))).dropna(subset=["run_id"])
+        targets = targets[~targets["run_id"].isin(top["run_id"])]
+        under = runs[parent.isin(targets["run_id"])]
+        overrides = [*tag(top, "washexp.overrides").dropna(), *tag(links, "washexp.overrides").dropna()]
+        covered = pd.concat([own, targets, under])
         rows.append(
             SweepRow(
                 sweep=str(sweep),
                 experiment=experiment,
                 started=group["start_time"].min().to_pydatetime(),
-                arms=len(top),
-                units=len(group) - len(top),
-                status=group["status"].value_counts().to_dict(),
+                arms=len(top) + len(targets),
+                units=len(covered) - len(top) - len(targets),
+                status=covered["status"].value_counts().to_dict(),
                 overrides=merged_overrides(sorted(overrides)),
+                reused={str(s): int(n) for s, n in tag(targets, "sweep").fillna("(no sweep)").value_counts().items()},
             )
         )
     return sorted(rows, key=lambda r: r.started, reverse=True)
@@ -93,6 +111,7 @@ def render(rows: list[SweepRow]) -> list[str]:
     out = [f"{'sweep':34} {'experiment':11} {'started (UTC)':17} {'arms':>4} {'under':>5}  status  overrides"]
     for r in rows:
         status = " ".join(f"{n} {s}" for s, n in sorted(r.status.items()))
+        status += "".join(f" · reused {plural(n, 'arm')} from {s}" for s, n in sorted(r.reused.items()))
         started = r.started.strftime("%Y-%m-%d %H:%M")
         out.append(f"{r.sweep:34} {r.experiment:11} {started:17} {r.arms:4d} {r.units:5d}  {status}  {r.overrides}")
     return out

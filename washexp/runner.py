@@ -4,7 +4,9 @@ A family hands the runner a *group*: a parent unit of work (an arm, a measuremen
 children (conditions, stores), each with the identity that determines its result, plus a
 ``compute`` function per child and a ``summarize`` function for the parent.
 
-- A parent whose identity already has a FINISHED run is reused whole unless ``rerun``.
+- A parent whose identity already has a FINISHED run is reused whole unless ``rerun``; when another
+  sweep made it, this sweep gets a top-level *link* run naming it (``Tracker.link`` with no
+  parent), so the sweep covers it: export, compare and ``washexp runs`` of this sweep see it.
 - Otherwise the parent opens a new run; a RUNNING run of the same identity left by a process
   that is gone (SIGKILL) is marked KILLED first. Each child with a FINISHED run is reused, never
   computed twice and never moved: the run stays under the parent that planned it, and the new
@@ -38,6 +40,7 @@ from functools import cached_property
 from typing import Any
 
 from washexp.hashing import canonical_hash
+from washexp.tracking.runs import SWEEP_TAG
 
 log = logging.getLogger("washexp")
 
@@ -82,6 +85,8 @@ class GroupOutcome:
     metrics: dict[str, float]
     reused: bool = False
     """The whole group was finished already."""
+    reused_from: str | None = None
+    """Reused whole from another sweep: that sweep's id (None: made in this sweep, or untracked)."""
     counts: dict[str, int] = field(default_factory=lambda: {"run": 0, "reused": 0, "failed": 0})
 
 
@@ -296,7 +301,10 @@ def start_group(
         finished = _recover(tracker, parent)
         if finished is not None and not rerun:
             claim.release()
-            then(GroupOutcome(finished.metrics, reused=True))
+            source = finished.sweep if finished.sweep != parent.tags.get(SWEEP_TAG) else None
+            if source is not None:  # this sweep covers it too: a link it owns names the run
+                tracker.link(parent.name, finished, parent.tags, None)
+            then(GroupOutcome(finished.metrics, reused=True, reused_from=source))
             return
         group_run = tracker.open(parent.name, parent.hash, parent.params, parent.tags, claim=claim)
     except BaseException:

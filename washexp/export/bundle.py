@@ -84,8 +84,13 @@ def write(record: Record, options, out: Path) -> Path:
     rebuilt = [r for r in rebuilt if r.platform == record.platform] or rebuilt  # a study's and its cycles'
     if len(rebuilt) != 1 or json.loads(rebuilt[0].to_json())["data"] != json.loads(record.to_json())["data"]:
         raise ConfigError(f"{record.stem}: rebuilt alone for its bundle, the record differs (name one --model)")
-    named = set(record.provenance.get("sweeps (overrides)") or ())
-    runs = covered(load_runs(options.uri, options.experiment), reads, named)
+    from washexp.export.selection import in_sweeps, tag
+
+    everything = load_runs(options.uri, options.experiment)
+    asked = tag(everything, "sweep")[in_sweeps(tag(everything, "sweep"), own.sweeps).astype(bool)]
+    # the sweeps asked for too: a sweep that reused every arm it covers is named by its links alone
+    named = set(record.provenance.get("sweeps (overrides)") or ()) | set(asked)
+    runs = covered(everything, reads, named)
     target = out / f"{record.stem}.bundle"
     tmp = out / f".{record.stem}.bundle.tmp"
     shutil.rmtree(tmp, ignore_errors=True)

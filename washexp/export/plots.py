@@ -15,6 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from washexp.ledger import plural  # noqa: E402
+
 COLORS = {"S": "tab:blue", "H": "tab:orange", "Full": "black"}
 FULL = "Full (the whole trajectory)"
 _SIZE, _DPI = (10.0, 4.2), 110
@@ -25,8 +27,10 @@ def score_vs_n(
     full: Mapping[str, float | None],
     ylabel: str,
     title: str,
+    tasks: Mapping[str, int],
 ) -> bytes:
-    """``by_cohort[cohort][method]`` = [(N, score)]; Full drawn as a horizontal line."""
+    """``by_cohort[cohort][method]`` = [(N, score)]; Full drawn as a horizontal line; ``tasks``:
+    each cohort's task count, in its panel's title."""
     fig, axes = plt.subplots(1, len(by_cohort), figsize=_SIZE, squeeze=False, sharey=True)
     for ax, (cohort, series) in zip(axes[0], by_cohort.items(), strict=True):
         for method, points in series.items():
@@ -36,15 +40,19 @@ def score_vs_n(
         if full.get(cohort) is not None:
             ax.axhline(full[cohort], color=COLORS["Full"], linestyle="--", label=FULL)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        _finish_axes(ax, cohort, "Top N (Jev evidence units fused with the summary)")
+        _finish_axes(ax, cohort, "Top N (Jev evidence units fused with the summary)", tasks.get(cohort))
     return _png(fig, axes, ylabel, title)
 
 
 def tokens_vs_score(
-    by_cohort: Mapping[str, Sequence[tuple[str, int | None, float, float]]], ylabel: str, title: str
+    by_cohort: Mapping[str, Sequence[tuple[str, int | None, float, float]]],
+    ylabel: str,
+    title: str,
+    tasks: Mapping[str, int],
 ) -> bytes:
     """``by_cohort[cohort]`` = [(method, top-N, mean input tokens, score)]: S and H as lines
-    through N = 0..5 (each point labelled with its N), Full (``method == "full"``) as a star."""
+    through N = 0..5 (each point labelled with its N), Full (``method == "full"``) as a star;
+    ``tasks``: each cohort's task count, in its panel's title."""
     fig, axes = plt.subplots(1, len(by_cohort), figsize=_SIZE, squeeze=False, sharey=True)
     for ax, (cohort, points) in zip(axes[0], by_cohort.items(), strict=True):
         for method, offset in (("S", (4, -11)), ("H", (-9, 5))):
@@ -63,7 +71,7 @@ def tokens_vs_score(
         for m, _n, x, y in points:
             if m == "full":
                 ax.scatter([x], [y], marker="*", s=160, color=COLORS["Full"], zorder=3, label=FULL)
-        _finish_axes(ax, cohort, "mean input tokens per context (Qwen tokens)")
+        _finish_axes(ax, cohort, "mean input tokens per context (Qwen tokens)", tasks.get(cohort))
     return _png(fig, axes, ylabel, title)
 
 
@@ -116,8 +124,10 @@ def survival_curves(by_arm: Mapping[str, Mapping[int, Sequence[tuple[int, float]
     return _png(fig, axes, "facts seen so far that survive", title)
 
 
-def _finish_axes(ax, cohort: str, xlabel: str) -> None:
-    ax.set_title(f"{cohort} cohort")
+def _finish_axes(ax, cohort: str, xlabel: str, tasks: int | None = None) -> None:
+    """``tasks``: how many tasks each point averages (a reader weighs a mean over 4 tasks by it)."""
+    count = "" if tasks is None else f" ({plural(tasks, 'task')})"
+    ax.set_title(f"{cohort} cohort{count}")
     ax.set_xlabel(xlabel)
     ax.set_ylim(-0.02, 1.08)
     ax.grid(alpha=0.3)

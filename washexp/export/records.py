@@ -14,6 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+NA = "n/a"
+"""How a cell without a value reads (never 0)."""
+
 SCHEMA = 1
 """The record JSON's schema version (README: "Records and compare"): ``schema``, ``topic``,
 ``platform``, ``date``, ``title``, ``provenance``, ``notes``, ``tables`` (key -> title, note,
@@ -23,7 +26,7 @@ rows), ``plots``, ``data`` (machine tables for ``washexp compare``)."""
 def show(value: Any) -> str:
     """A cell for people: 3 decimals for floats, ``n/a`` for an absent value (never 0)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
+        return NA
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -160,11 +163,17 @@ class Record:
 
 
 def _markdown_table(t: Table) -> list[str]:
+    """The table for people: a column ``n/a`` in every row is left out and named under it (a
+    wide table stays readable; the JSON keeps every column)."""
     if not t.rows:
         return ["(none)"]
-    lines = ["| " + " | ".join(c.header for c in t.columns) + " |", "|" + "|".join("---" for _ in t.columns) + "|"]
-    for row in t.rows:
-        lines.append("| " + " | ".join(c.render(row).replace("|", "\\|") for c in t.columns) + " |")
+    cells = [[c.render(row).replace("|", "\\|") for c in t.columns] for row in t.rows]
+    shown = [i for i in range(len(t.columns)) if any(r[i] != NA for r in cells)] or list(range(len(t.columns)))
+    lines = ["| " + " | ".join(t.columns[i].header for i in shown) + " |", "|" + "|".join("---" for _ in shown) + "|"]
+    lines += ["| " + " | ".join(r[i] for i in shown) + " |" for r in cells]
+    dropped = [c.header for i, c in enumerate(t.columns) if i not in shown]
+    if dropped:
+        lines += ["", f"Not shown, {NA} in every row (the .json keeps them): {', '.join(dropped)}."]
     return lines
 
 

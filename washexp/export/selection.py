@@ -9,6 +9,10 @@
 - Per key (an arm's model, method, top-N, phase; a measurement's washer, gauge...) the newest
   FINISHED parent wins, among those that planned every child the chosen parents planned (so a
   later one-cell run of an arm does not stand in for the sweep's whole arm; ``--sweep`` picks it).
+- A sweep covers the parents it reused whole from another sweep: it left a top-level link run
+  naming each (``Tracker.link`` with no parent), so ``--sweep`` selects the linked parent as its
+  own, with ``reused_from`` (the sweep that made it) and ``reused_by`` (the sweep that linked it),
+  and a record's notes say so. A link to a run the store lacks is an error, never a smaller record.
 - A failed child counts 0 (:func:`score`): it stays in the denominator.
 """
 
@@ -57,15 +61,35 @@ def parents(
     sweeps: tuple[str, ...] = (),
     until: str | None = None,
 ) -> pd.DataFrame:
-    """The parent runs of ``kind`` after the filters, newest first (every status)."""
-    out = runs[tag(runs, "washexp.kind") == kind]
-    if model is not None:
-        out = out[tag(out, "model") == model]
+    """The parent runs of ``kind`` after the filters, newest first (every status). With ``sweeps``,
+    also the parents those sweeps reused whole (see the module doc); ``reused_from`` and
+    ``reused_by`` are None on a sweep's own runs."""
+    out = runs[tag(runs, "washexp.kind") == kind].assign(reused_from=None, reused_by=None)
     if sweeps:
         out = out[in_sweeps(tag(out, "sweep"), sweeps).astype(bool)]  # bool: an empty mask selects rows, not columns
+        out = pd.concat([out, reused(runs, kind, sweeps)]).drop_duplicates("run_id", keep="first")
+    if model is not None:
+        out = out[tag(out, "model") == model]
     if until is not None:
         out = out[out["start_time"].dt.strftime("%Y-%m-%d") <= until]
     return out.sort_values("start_time", ascending=False, kind="stable").copy()
+
+
+def reused(runs: pd.DataFrame, kind: str, sweeps: tuple[str, ...]) -> pd.DataFrame:
+    """The parents of ``kind`` that ``sweeps`` reused whole from other sweeps: the targets of their
+    top-level link runs, each with ``reused_from`` (its own sweep) and ``reused_by``."""
+    links = runs[
+        (tag(runs, "washexp.kind") == "link")
+        & tag(runs, "mlflow.parentRunId").isna()
+        & in_sweeps(tag(runs, "sweep"), sweeps).astype(bool)
+    ]
+    ids = tag(links, "washexp.link").tolist()
+    missing = sorted({str(i) for i in ids} - set(runs["run_id"]))
+    if missing:
+        raise WashexpError(f"link run(s) name runs this experiment lacks: {', '.join(missing)}")
+    targets = runs.set_index("run_id", drop=False).loc[ids].reset_index(drop=True)
+    targets = targets.assign(reused_from=tag(targets, "sweep").tolist(), reused_by=tag(links, "sweep").tolist())
+    return targets[tag(targets, "washexp.kind") == kind]
 
 
 def children(runs: pd.DataFrame, parent_ids, kinds: tuple[str, ...]) -> pd.DataFrame:
@@ -111,6 +135,11 @@ def newest_complete(
                 f"{_key(pick, keys)}: newer runs planned fewer {child}s than the record covers "
                 f"(e.g. {finished.iloc[0]['run_id']}); run {pick['run_id']} is the newest that planned them all "
                 "(export --sweep shows a smaller run's own record)"
+            )
+        if isinstance(pick.get("reused_by"), str):
+            notes.append(
+                f"{_key(pick, keys)}: reused from sweep {pick['reused_from']}, which finished it"
+                f" (run {pick['run_id']}); sweep {pick['reused_by']} links it"
             )
         chosen.append(pick)
     return (pd.DataFrame(chosen) if chosen else candidates.iloc[0:0]), notes

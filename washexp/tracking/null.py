@@ -48,7 +48,7 @@ class NullTracker:
     def mark_killed(self, run: FoundRun, reason: str) -> None:
         pass
 
-    def link(self, name: str, target: FoundRun, tags: dict[str, str], parent_id: str) -> None:
+    def link(self, name: str, target: FoundRun, tags: dict[str, str], parent_id: str | None) -> None:
         pass
 
     def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:

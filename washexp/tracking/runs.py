@@ -26,6 +26,8 @@ PARENT_TAG = "mlflow.parentRunId"
 LINK_TAG = "washexp.link"
 """On a link run: the id of the finished run it stands for (see :meth:`Tracker.link`)."""
 KIND_TAG = "washexp.kind"
+SWEEP_TAG = "sweep"
+"""The id of the sweep (one ``run.py`` command) a run was made in."""
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -42,6 +44,8 @@ class FoundRun:
     metrics: dict[str, float]
     parent_id: str | None
     owner: str | None = None
+    sweep: str | None = None
+    """The sweep that made it (its ``sweep`` tag)."""
 
     @property
     def finished(self) -> bool:

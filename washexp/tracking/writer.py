@@ -54,6 +54,7 @@ from washexp.tracking.runs import (
     OWNER,
     OWNER_TAG,
     PARENT_TAG,
+    SWEEP_TAG,
     Found,
     FoundRun,
     Run,
@@ -221,7 +222,9 @@ class Tracker:
                 max_results=50,
             )
         ]
-        found = [FoundRun(i, status, m, t.get(PARENT_TAG), t.get(OWNER_TAG)) for i, status, m, t in runs]
+        found = [
+            FoundRun(i, status, m, t.get(PARENT_TAG), t.get(OWNER_TAG), t.get(SWEEP_TAG)) for i, status, m, t in runs
+        ]
         finished = next((f for f in found if f.finished), None)
         return Found(finished, tuple(f for f in found if f.status == "RUNNING"))
 
@@ -262,11 +265,13 @@ class Tracker:
             self.client.set_tag(run.run_id, ERROR_TAG, mask(reason))
             self.client.set_terminated(run.run_id, "KILLED")
 
-    def link(self, name: str, target: FoundRun, tags: dict[str, str], parent_id: str) -> None:
+    def link(self, name: str, target: FoundRun, tags: dict[str, str], parent_id: str | None) -> None:
         """A reused finished run, listed under one more parent without leaving its own: a small
         FINISHED run of kind ``link`` under ``parent_id`` that names ``target`` (its metrics are
         copied for the UI; its artifacts stay with ``target``). It carries no identity, so it is
-        never found, reused or linked itself; a record reads ``target`` through it."""
+        never found, reused or linked itself; a record reads ``target`` through it. With no
+        ``parent_id`` it is a top-level link: a whole arm (or measurement) another sweep finished,
+        reused by the sweep its ``tags`` name."""
         tags = {**tags, KIND_TAG: "link", LINK_TAG: target.run_id}
         run = self.open(name, "", {}, tags, parent_id=parent_id)
         run.finish(target.metrics, {})

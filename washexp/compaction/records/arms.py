@@ -339,12 +339,14 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks)
         Plot(
             f"{stem}-{score}-vs-n.png",
             f"{score_name} against Top N, S and H; Full as a dashed line",
-            plots.score_vs_n(by_cohort, full, score_name, f"{score_name.capitalize()} against Top N, by cohort"),
+            plots.score_vs_n(
+                by_cohort, full, score_name, f"{score_name.capitalize()} against Top N, by cohort", n_tasks
+            ),
         ),
         Plot(
             f"{stem}-tokens-vs-{score}.png",
             f"mean input tokens against {score_name}, one point per arm",
-            plots.tokens_vs_score(points, score_name, f"Input tokens against {score_name}, one point per arm"),
+            plots.tokens_vs_score(points, score_name, f"Input tokens against {score_name}, one point per arm", n_tasks),
         ),
     )
 
