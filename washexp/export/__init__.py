@@ -55,14 +55,22 @@ def load_runs(uri: str, experiment: str) -> Any:
     return runs
 
 
-def build(options: ExportOptions, runs: Any = None) -> list[Record]:
-    """The records ``options`` ask for, from ``runs`` (default: the experiment's runs, read now)."""
+def check_options(options: ExportOptions) -> str:
+    """The record builder's topic, once an unknown one and options that cannot go together are
+    refused (before the store is read)."""
     topic = options.topic or options.experiment
-    builder = RECORDS.get(topic)
+    RECORDS.get(topic)
     if options.models and options.model:
         raise ConfigError("--model and --models: give one (--models puts several side by side)")
     if options.models and topic not in crossmodel.PARENT_KIND:
         raise ConfigError(f"--models: the {topic} records have no cross-model record")
+    return topic
+
+
+def build(options: ExportOptions, runs: Any = None) -> list[Record]:
+    """The records ``options`` ask for, from ``runs`` (default: the experiment's runs, read now)."""
+    topic = check_options(options)
+    builder = RECORDS.get(topic)
     if runs is None:
         runs = load_runs(options.uri, options.experiment)
     sweeps = tag(runs, "sweep")
@@ -185,6 +193,7 @@ def export(options: ExportOptions) -> list[Written]:
     from washexp.export import bundle
 
     check_writable(options.out)
+    check_options(options)
     runs = load_runs(options.uri, options.experiment)
     plans = []
     for record in build(options, runs):

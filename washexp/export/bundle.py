@@ -91,7 +91,7 @@ def contents(record: Record, options, runs) -> dict[str, bytes]:
     running = kept[kept["status"] == "RUNNING"]
     if not running.empty:
         first = running.iloc[0]
-        sweep = first.get("tags.sweep") or "(no sweep id)"
+        sweep = first.get("tags.sweep") if isinstance(first.get("tags.sweep"), str) else "(no sweep id)"
         raise ConfigError(
             f"{record.stem}: sweep {sweep} is still running ({len(running)} run(s) RUNNING, e.g. "
             f"{first['run_id']}): export --bundle once it has finished (a sweep killed midway: run it again)"
