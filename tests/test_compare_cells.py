@@ -8,6 +8,7 @@ per round; a condition that failed in B hides the fields it lost.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -31,18 +32,24 @@ def test_missing_cells_are_named_by_their_shortest_wholly_missing_prefix():
 
 def test_a_record_without_rows_or_of_an_unknown_shape_is_an_input_error():
     good = {"topic": "t", "data": {"tab": [{"k": 1, "j": 2}]}}
-    assert rows(good, "A", "tab", {"k": Shape.WHOLE}) == [{"k": 1, "j": 2}]
+    assert rows(good, "A", "tab", {"k": Shape.WHOLE}, key=("k",)) == [{"k": 1, "j": 2}]
     with pytest.raises(ConfigError, match=r"^B: the record has no other table"):
-        rows(good, "B", "other", {"k": Shape.WHOLE})
+        rows(good, "B", "other", {"k": Shape.WHOLE}, key=("k",))
     with pytest.raises(ConfigError, match="has no rows"):
-        rows({"data": {"tab": []}}, "A", "tab", {"k": Shape.WHOLE})
-    assert rows({"data": {"tab": []}}, "A", "tab", {"k": Shape.WHOLE}, empty_ok=True) == []
+        rows({"data": {"tab": []}}, "A", "tab", {"k": Shape.WHOLE}, key=("k",))
+    assert rows({"data": {"tab": []}}, "A", "tab", {"k": Shape.WHOLE}, key=("k",), empty_ok=True) == []
     with pytest.raises(ConfigError, match=r"^A: tab row 1 lacks m, z"):
-        rows({"data": {"tab": [{"m": 1, "z": 1}, {"k": 1}]}}, "A", "tab", {"m": Shape.WHOLE, "z": Shape.WHOLE})
+        rows(
+            {"data": {"tab": [{"m": 1, "z": 1}, {"k": 1}]}},
+            "A",
+            "tab",
+            {"m": Shape.WHOLE, "z": Shape.WHOLE},
+            key=("m",),
+        )
     with pytest.raises(ConfigError, match="not an object"):
-        rows({"data": {"tab": ["row"]}}, "A", "tab", {"k": Shape.WHOLE})
+        rows({"data": {"tab": ["row"]}}, "A", "tab", {"k": Shape.WHOLE}, key=("k",))
     with pytest.raises(ConfigError, match="no tab table"):
-        rows({"data": "nonsense"}, "A", "tab", {"k": Shape.WHOLE})
+        rows({"data": "nonsense"}, "A", "tab", {"k": Shape.WHOLE}, key=("k",))
 
 
 def test_a_value_of_another_shape_is_an_input_error_naming_the_row_and_key():
@@ -61,14 +68,14 @@ def test_a_value_of_another_shape_is_an_input_error_naming_the_row_and_key():
         assert all(shape.fits(v) for v in good), shape
         assert not any(shape.fits(v) for v in bad), shape
     table = {"data": {"tab": [{"k": 1, "x": "a"}, {"k": "2", "x": "b"}]}}
-    assert rows(table, "A", "tab", {"x": Shape.TEXT}) == table["data"]["tab"]
+    assert rows(table, "A", "tab", {"x": Shape.TEXT}, key=("x",)) == table["data"]["tab"]
     with pytest.raises(ConfigError, match=r'^B: tab row 1: k is "2", not a whole number$'):
-        rows(table, "B", "tab", {"k": Shape.WHOLE, "x": Shape.TEXT})
+        rows(table, "B", "tab", {"k": Shape.WHOLE, "x": Shape.TEXT}, key=("x",))
     # the value as written (not escaped), cut at 60 characters
     with pytest.raises(ConfigError, match=r'^A: tab row 0: k is "étape", not a whole number$'):
-        rows({"data": {"tab": [{"k": "étape"}]}}, "A", "tab", {"k": Shape.WHOLE})
+        rows({"data": {"tab": [{"k": "étape"}]}}, "A", "tab", {"k": Shape.WHOLE}, key=("k",))
     with pytest.raises(ConfigError) as long:
-        rows({"data": {"tab": [{"k": "x" * 100}]}}, "A", "tab", {"k": Shape.WHOLE})
+        rows({"data": {"tab": [{"k": "x" * 100}]}}, "A", "tab", {"k": Shape.WHOLE}, key=("k",))
     assert str(long.value) == f'A: tab row 0: k is "{"x" * 59}, not a whole number'
     bad = _study()
     bad["data"]["compaction_fields"][0]["retained"] = "abc"
@@ -354,7 +361,7 @@ def test_the_command_prints_the_verdict_first_and_exits_by_it(tmp_path, capsys, 
 @pytest.mark.parametrize(
     ("b", "expected"),
     [
-        ("{not json", "not a readable record"),
+        ("{not json", "not valid JSON"),
         ('{"schema": 2, "topic": "compaction", "data": {}}', "not a washexp record of schema 1"),
         ('{"schema": 1, "topic": "compaction"}', "not a washexp record of schema 1"),
         ("[1]", "not a washexp record of schema 1"),
@@ -391,11 +398,11 @@ def test_every_refusal_names_the_side_it_is_about():
     with pytest.raises(ConfigError, match="^B: the record has no wash_rounds table"):
         wash.compare(_kept(), {"topic": "wash", "data": {}})
     with pytest.raises(ConfigError, match=r"^A: the record has no tab table \(not a wash record compare knows\)"):
-        rows({"topic": "wash", "data": {}}, "A", "tab", {})
+        rows({"topic": "wash", "data": {}}, "A", "tab", {}, key=())
     with pytest.raises(ConfigError, match="^A is a wash record and B a compaction record"):
         compare({"topic": "wash"}, {"topic": "compaction"})
     with pytest.raises(ConfigError, match=r"^A: tab row 0 lacks \(not an object\)"):
-        rows({"data": {"tab": [7]}}, "A", "tab", {"k": Shape.WHOLE})
+        rows({"data": {"tab": [7]}}, "A", "tab", {"k": Shape.WHOLE}, key=("k",))
 
 
 def test_compare_fails_closed_unless_told_and_passes_both_sides_on():
@@ -536,7 +543,7 @@ def test_the_command_json_is_the_findings_with_the_thresholds(tmp_path, capsys):
 @pytest.mark.parametrize(
     "setup, message",
     [
-        (lambda p: p.write_text("{", encoding="utf-8"), "not a readable record"),
+        (lambda p: p.write_text("{", encoding="utf-8"), "not valid JSON"),
         (lambda p: p.write_text('{"schema": 2, "data": {}}', encoding="utf-8"), "not a washexp record of schema 1"),
         (lambda p: p.write_text('{"schema": 1}', encoding="utf-8"), "not a washexp record of schema 1"),
         (lambda p: p.write_text("[1]", encoding="utf-8"), "not a washexp record of schema 1"),
@@ -563,9 +570,83 @@ def test_the_command_usage_errors_are_one_line_exit_2(tmp_path, capsys):
     assert compare_cli.main([a]) == 2
     assert capsys.readouterr().err.startswith("washexp compare: the following arguments are required: b")
     assert compare_cli.main([a, b, "--max-needles-lost", "x"]) == 2
-    assert "--max-needles-lost: invalid int value" in capsys.readouterr().err
+    assert "--max-needles-lost: 'x' is not a whole number >= 0" in capsys.readouterr().err
     assert compare_cli.main([a, b, "--max-mean-drop", "x"]) == 2
-    assert "--max-mean-drop: invalid float value" in capsys.readouterr().err
+    assert "--max-mean-drop: 'x' is not a finite number >= 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "what"),
+    [
+        ("--max-mean-drop", "nan", "finite number >= 0"),  # every drop > nan is false: "no regression"
+        ("--max-mean-drop", "inf", "finite number >= 0"),
+        ("--max-mean-drop", "-0.1", "finite number >= 0"),
+        ("--max-needles-lost", "-1", "whole number >= 0"),
+        ("--max-needles-lost", "1.5", "whole number >= 0"),
+    ],
+)
+def test_a_threshold_that_is_no_bound_is_a_usage_error(tmp_path, capsys, flag, value, what):
+    """``--max-mean-drop nan`` passed a worst drop of +0.333 as "no regression" (exit 0)."""
+    lost = _wash({("lean", 1): [], ("lean", 2): ["m2"], ("lean", 3): ["m2"], ("plump", 1): []})
+    a, b = _files(tmp_path, _kept(), lost)
+    assert compare_cli.main([a, b, "--max-needles-lost", "5", "--max-mean-drop", "0.5", flag, value]) == 2
+    assert capsys.readouterr().err == f"washexp compare: argument {flag}: {value!r} is not a {what}\n"
+    assert compare_cli.main([a, b, flag, "0"]) == 1  # 0 is a bound: the loss is a regression
+
+
+def test_a_repeated_cell_row_is_an_input_error_naming_the_table_and_row(tmp_path, capsys):
+    """B's last row of a cell won: a field retained 0 then repeated as retained 1, or a wash round
+    that lost a muscle needle then repeated without the loss, passed as "no regression"."""
+    study = _study()
+    fields = study["data"]["compaction_fields"]
+    twice = {**fields[0], "retained": 0.0}
+    study["data"]["compaction_fields"] = [twice, *fields]
+    with pytest.raises(ConfigError, match=r"^B: compaction_fields row 1 repeats row 0 \(S top3 · payment · x\)"):
+        compaction.compare(_study(), study)
+    study = _study()
+    study["data"]["compaction_tasks"].append(dict(study["data"]["compaction_tasks"][0]))
+    with pytest.raises(ConfigError, match=r"^A: compaction_tasks row \d+ repeats row 0"):
+        compaction.compare(study, _study())
+    rounds = _kept()
+    lost_then_kept = {**rounds["data"]["wash_rounds"][1], "lost": ["m2"]}
+    rounds["data"]["wash_rounds"].insert(1, lost_then_kept)
+    a, b = _files(tmp_path, _kept(), rounds)
+    assert compare_cli.main([a, b]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == "washexp compare: B: wash_rounds row 2 repeats row 1 (ceiling · reference · off (off) · lean · 2):"
+        " one cell, one row\n"
+    )
+    muscle = _kept()
+    muscle["data"]["wash_muscle"].append(dict(muscle["data"]["wash_muscle"][0]))
+    with pytest.raises(ConfigError, match=r"^B: wash_muscle row 2 repeats row 0 \(lean\)"):
+        wash.compare(_kept(), muscle)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),  # RecursionError in the parser
+        ('{"schema": 1, "data": ' + "[" * 500 + "]" * 500 + "}", "nested too deeply"),  # past the cap
+        ('{"schema": 1, "data": ' + "9" * 1_000_000 + "}", "Exceeds the limit"),  # int() of 10^6 digits
+    ],
+)
+def test_a_record_nested_too_deep_or_with_a_huge_integer_is_one_line(tmp_path, capsys, text, why):
+    a, b = _files(tmp_path, _kept(), _kept())
+    Path(b).write_text(text, encoding="utf-8")
+    assert compare_cli.main([a, b]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"washexp compare: {b}: not usable JSON") and why in err and err.count("\n") == 1, err
+
+
+def test_an_integer_past_a_floats_range_is_no_number():
+    """``10**400`` where a number belongs was an OverflowError in ``Shape.fits``."""
+    assert not Shape.NUMBER.fits(10**400) and not Shape.NUMBER_OR_NULL.fits(-(10**400))
+    assert Shape.NUMBER.fits(2**60) and Shape.WHOLE.fits(10**400)
+    study = _study()
+    study["data"]["compaction_fields"][0]["retained"] = 10**400
+    with pytest.raises(ConfigError, match=r"^B: compaction_fields row 0: retained is 1000\d+, not a number$"):
+        compaction.compare(_study(), study)
 
 
 def test_a_store_side_is_read_from_the_store_the_command_names(tmp_path, capsys):

@@ -112,14 +112,82 @@ def test_a_record_kept_under_another_name_verifies_and_its_plots_links_are_check
     new = copy.stem.replace("compaction-", "compaction-renamed-", 1)
     for path in copy.parent.glob(copy.stem + "*"):
         path.rename(path.with_name(path.name.replace(copy.stem, new)))
-    md = copy.with_name(new + ".md")
-    text = md.read_text()
-    assert copy.stem in text  # the plots' links
+    md, js = copy.with_name(new + ".md"), copy.with_name(new + ".json")
+    text, doc = md.read_text(), js.read_text()
+    assert copy.stem in text and copy.stem in doc  # the plots' links and file names
     md.write_text(text.replace(copy.stem, new))
-    assert verify([str(copy.with_name(new + ".json"))]) == 0
+    js.write_text(doc.replace(copy.stem, new))
+    assert verify([str(js)]) == 0
     md.write_text(text.replace(copy.stem, new, 1))  # one link still names the old file
-    assert verify([str(copy.with_name(new + ".json"))]) == 1
+    assert verify([str(js)]) == 1
     assert "line" in capsys.readouterr().out
+    md.write_text(text.replace(copy.stem, new))
+    js.write_text(doc)  # the JSON's plots still name the old files
+    assert verify([str(js)]) == 1
+    assert f"plots '{copy.stem}-" in capsys.readouterr().out
+
+
+def test_edited_plots_are_a_difference_and_a_path_is_refused(copy, capsys):
+    """``plots`` was skipped: a caption claiming what the record does not show, or a file name
+    leaving the record's folder, verified (exit 0)."""
+    record = json.loads(copy.read_text())
+    assert record["plots"], "the record has plots to edit"
+    caption = record["plots"][0]["caption"]
+    record["plots"][0]["caption"] = "retention rose to 1.000 for every arm"
+    copy.write_text(json.dumps(record, indent=1))
+    assert verify([str(copy)]) == 1
+    assert "retention rose to 1.000 for every arm" in capsys.readouterr().out
+    record["plots"][0]["caption"] = caption
+    record["plots"][0]["file"] = "../../../etc/passwd"
+    copy.write_text(json.dumps(record, indent=1))
+    assert verify([str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f'washexp verify: {copy}: plot file "../../../etc/passwd" is not a plain name beside the record: refused\n'
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda doc: doc.update(dtypes=[]), "dtypes is not an object"),
+        (lambda doc: doc.update(columns=[c if c != "run_id" else "id" for c in doc["columns"]]), "with run_id"),
+        (lambda doc: doc["rows"].append(doc["rows"][0]), "has two rows: one run, one row"),
+        (lambda doc: doc.update(rows=[[]]), "rows is not a list of rows"),
+    ],
+)
+def test_a_runs_table_that_is_no_runs_table_is_one_line(copy, capsys, edit, message):
+    """``dtypes: []``, no ``run_id`` column, a repeated row: tracebacks (AttributeError, KeyError)."""
+    runs = copy.with_suffix(".bundle") / "runs.json"
+    doc = json.loads(runs.read_text())
+    edit(doc)
+    runs.write_text(json.dumps(doc))
+    assert verify([str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("washexp verify: bundle runs.json: ") and message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100_000 + "]" * 100_000, '{"schema": 1, "x": ' + "[" * 500 + "]" * 500 + "}", "9" * 1_000_000],
+)
+def test_a_record_nested_too_deep_or_with_a_huge_integer_is_one_line(copy, capsys, text):
+    copy.write_text(text)
+    assert verify([str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"washexp verify: {copy}: not usable JSON") and err.count("\n") == 1, err
+
+
+def test_a_missing_store_is_refused_and_not_made(copy, tmp_path, capsys):
+    """``--tracking-uri sqlite:///<missing file>`` made a 954 kB store and left it."""
+    missing = tmp_path / "nothing" / "mlflow.db"
+    missing.parent.mkdir()
+    assert verify([str(copy), "--tracking-uri", f"sqlite:///{missing}"]) == 2
+    assert capsys.readouterr().err == (
+        f"washexp verify: --tracking-uri sqlite:///{missing}: no tracking store at {missing}\n"
+    )
+    assert list(missing.parent.iterdir()) == []
 
 
 @pytest.fixture(scope="module")

@@ -74,7 +74,7 @@ class Shape(Enum):
         if self is Shape.NUMBER_OR_NULL and value is None:
             return True
         if self in (Shape.NUMBER, Shape.NUMBER_OR_NULL):
-            return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+            return isinstance(value, int | float) and not isinstance(value, bool) and _finite(value)
         if self is Shape.WHOLE:
             return isinstance(value, int) and not isinstance(value, bool)
         if self is Shape.FLAG:
@@ -86,11 +86,28 @@ class Shape(Enum):
         return isinstance(value, str)
 
 
-def rows(record: dict, side: str, table: str, schema: Mapping[str, Shape], *, empty_ok: bool = False) -> list[dict]:
+def _finite(value: int | float) -> bool:
+    """A number a float holds: an integer past a float's range (``10**400``) is none."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def rows(
+    record: dict,
+    side: str,
+    table: str,
+    schema: Mapping[str, Shape],
+    *,
+    key: tuple[str, ...],
+    empty_ok: bool = False,
+) -> list[dict]:
     """The rows of ``record["data"][table]``, each a dict with every key of ``schema``, each value of
-    its shape. No such table, no rows (unless ``empty_ok``) or a row of another shape is an input
-    error naming the side: compare knows this schema or refuses, it never reads a blind record as
-    "nothing lost"."""
+    its shape, no two with the same ``key`` values (one cell, one row). No such table, no rows
+    (unless ``empty_ok``), a row of another shape or a repeated cell is an input error naming the
+    side: compare knows this schema or refuses, it never reads a blind record as "nothing lost",
+    nor lets a second row of a cell overwrite the first."""
     found = record.get("data", {}).get(table) if isinstance(record.get("data"), dict) else None
     if not isinstance(found, list):
         raise ConfigError(f"{side}: the record has no {table} table (not a {record.get('topic')} record compare knows)")
@@ -100,10 +117,17 @@ def rows(record: dict, side: str, table: str, schema: Mapping[str, Shape], *, em
         if not isinstance(row, dict) or not schema.keys() <= row.keys():
             lacking = sorted(schema.keys() - set(row)) if isinstance(row, dict) else ["(not an object)"]
             raise ConfigError(f"{side}: {table} row {i} lacks {', '.join(lacking)} (a schema compare does not know)")
-        for key, shape in schema.items():
-            if not shape.fits(row[key]):
-                value = json.dumps(row[key], ensure_ascii=False)[:60]
-                raise ConfigError(f"{side}: {table} row {i}: {key} is {value}, not {shape.value}")
+        for name, shape in schema.items():
+            if not shape.fits(row[name]):
+                value = json.dumps(row[name], ensure_ascii=False)[:60]
+                raise ConfigError(f"{side}: {table} row {i}: {name} is {value}, not {shape.value}")
+    seen: dict[tuple, int] = {}
+    for i, row in enumerate(found):
+        cell = tuple(row[k] for k in key)
+        if cell in seen:
+            named = " · ".join(str(v) for v in cell)
+            raise ConfigError(f"{side}: {table} row {i} repeats row {seen[cell]} ({named}): one cell, one row")
+        seen[cell] = i
     return found
 
 
@@ -217,10 +241,13 @@ def load_side(arg: str, uri: str, experiment: str, sweeps: tuple[str, ...] = ())
         raise ConfigError(f"--sweep goes with model:NAME sides; {arg} is a record or a sweep already")
     path = Path(arg)
     if path.suffix == ".json" and path.is_file():
+        from washexp.export.records import parse
+
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            data = path.read_bytes()
+        except OSError as err:
             raise ConfigError(f"{path}: not a readable record ({err})") from None
+        record = parse(data, path)
         if not isinstance(record, dict) or record.get("schema") != SCHEMA or "data" not in record:
             raise ConfigError(f"{path}: not a washexp record of schema {SCHEMA} (re-export it with this washexp)")
         return record
@@ -241,6 +268,28 @@ def compare(a: dict, b: dict, allow_subset: bool = False) -> Findings:
     if kind(a) != kind(b):
         raise ConfigError(f"A is a {kind(a)} record and B a {kind(b)} record: compare like with like")
     return COMPARERS.get(kind(a))(a, b, allow_subset)
+
+
+def _drop(text: str) -> float:
+    """``--max-mean-drop``: a finite number >= 0 (a NaN would pass every drop: ``x > nan`` is false)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number >= 0")
+    return value
+
+
+def _count(text: str) -> int:
+    """``--max-needles-lost``: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return value
 
 
 def _parser(root: Path | None) -> _Parser:
@@ -270,13 +319,13 @@ def _parser(root: Path | None) -> _Parser:
     )
     p.add_argument(
         "--max-needles-lost",
-        type=int,
+        type=_count,
         default=0,
         help="muscle needles B may lose that A kept (default: 0)",  # pragma: no mutate
     )
     p.add_argument(
         "--max-mean-drop",
-        type=float,
+        type=_drop,
         default=0.05,
         help="largest drop A - B of a cohort or store mean (default: 0.05)",  # pragma: no mutate
     )

@@ -89,21 +89,36 @@ def read_untrusted(path: Path, *, inside: bool = True, limit: int = LIMIT) -> by
         os.close(fd)
 
 
-def parse_json(data: bytes, path: Path) -> Any:
+def parse_json(data: bytes, path: Path, *, max_depth: int | None = None) -> Any:
     """``data`` decoded as UTF-8 and parsed as JSON, or one ``FixtureError`` line saying why not
-    (not UTF-8, not JSON, an integer too long to convert, nesting too deep)."""
+    (not UTF-8, not JSON, an integer too long to convert, nesting too deep: for the parser, or past
+    ``max_depth`` levels, which code that walks the value recursively needs)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise FixtureError(path, None, f"not UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})") from None
     try:
-        return json.loads(text)
+        doc = json.loads(text)
+        if max_depth is not None and _deeper(doc, max_depth):
+            raise RecursionError
+        return doc
     except json.JSONDecodeError as err:
         raise FixtureError(path, None, f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from None
     except ValueError as err:  # int() of more than sys.get_int_max_str_digits() digits
         raise FixtureError(path, None, f"not usable JSON: {str(err).split(';')[0]}") from None
     except RecursionError:
         raise FixtureError(path, None, "not usable JSON: nested too deeply") from None
+
+
+def _deeper(doc: Any, levels: int) -> bool:
+    """Whether ``doc`` nests more than ``levels`` lists or objects deep (walked level by level, not
+    recursively)."""
+    level = [doc]
+    for _ in range(levels + 1):
+        level = [v for c in level if isinstance(c, dict | list) for v in (c.values() if isinstance(c, dict) else c)]
+        if not level:
+            return False
+    return True
 
 
 def read_text(path: Path) -> str:

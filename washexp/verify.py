@@ -19,10 +19,6 @@ from typing import Any, NoReturn
 
 from washexp.errors import ConfigError, WashexpError
 
-SKIPPED = ("plots",)
-"""Plot files are images drawn from the same tables; their captions and names are compared, the
-PNG bytes are not part of the JSON."""
-
 
 class _Usage(Exception):
     pass
@@ -41,12 +37,20 @@ def load_record(arg: str) -> tuple[Path, dict]:
         path = path.with_suffix(".json")
     if not path.is_file():
         raise ConfigError(f"{arg}: no such record file")
+    from washexp.export.records import parse
+
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        data = path.read_bytes()
+    except OSError as err:
         raise ConfigError(f"{path}: not a readable record ({err})") from None
+    record = parse(data, path)
     if not isinstance(record, dict) or record.get("schema") != 1 or not {"topic", "tables", "data"} <= record.keys():
         raise ConfigError(f"{path}: not a washexp record of schema 1")
+    for plot in record.get("plots") or ():
+        name = plot.get("file") if isinstance(plot, dict) else None
+        if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+            shown = json.dumps(name)[:80]
+            raise ConfigError(f"{path}: plot file {shown} is not a plain name beside the record: refused")
     return path, record
 
 
@@ -94,8 +98,12 @@ def first_difference(old: Any, new: Any, where: str) -> str | None:
 def recompute(path: Path, record: dict, uri: str | None):
     from washexp.export import ExportOptions, build
     from washexp.tracking import bundle
+    from washexp.tracking.sqlite import store_path
 
     root = path.with_suffix(".bundle")
+    store = store_path(uri) if uri is not None else None
+    if store is not None and not store.is_file():  # read, never made: MLflow would create an empty store there
+        raise ConfigError(f"--tracking-uri {uri}: no tracking store at {store}")
     if uri is None:
         bundle.check_folder(root)
         uri = bundle.PREFIX + str(root)
@@ -129,9 +137,10 @@ def recompute(path: Path, record: dict, uri: str | None):
 def verify(path: Path, record: dict, uri: str | None) -> str | None:
     """The first difference between the record (its JSON, then its markdown) and the one rebuilt."""
     rebuilt = recompute(path, record, uri)
-    old = {k: v for k, v in record.items() if k not in SKIPPED}
-    new = {k: v for k, v in json.loads(rebuilt.to_json()).items() if k not in SKIPPED}
-    found = first_difference(old, new, "")
+    new = json.loads(rebuilt.to_json())
+    for plot in new["plots"]:  # plots are named after the record, which may be kept under another name
+        plot["file"] = path.stem + plot["file"].removeprefix(rebuilt.stem)
+    found = first_difference(record, new, "")  # plots too: their captions and file names (not the PNG bytes)
     if found:
         return f"{path}: {found.strip()}"
     md = path.with_suffix(".md")

@@ -9,6 +9,8 @@ by side (:mod:`washexp.export.crossmodel`); ``--models a,b`` gives that record a
 
 from __future__ import annotations
 
+import os
+import stat
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -53,14 +55,24 @@ def load_runs(uri: str, experiment: str) -> Any:
     return runs
 
 
-def build(options: ExportOptions) -> list[Record]:
+def check_options(options: ExportOptions) -> str:
+    """The record builder's topic, once an unknown one and options that cannot go together are
+    refused (before the store is read)."""
     topic = options.topic or options.experiment
-    builder = RECORDS.get(topic)
+    RECORDS.get(topic)
     if options.models and options.model:
         raise ConfigError("--model and --models: give one (--models puts several side by side)")
     if options.models and topic not in crossmodel.PARENT_KIND:
         raise ConfigError(f"--models: the {topic} records have no cross-model record")
-    runs = load_runs(options.uri, options.experiment)
+    return topic
+
+
+def build(options: ExportOptions, runs: Any = None) -> list[Record]:
+    """The records ``options`` ask for, from ``runs`` (default: the experiment's runs, read now)."""
+    topic = check_options(options)
+    builder = RECORDS.get(topic)
+    if runs is None:
+        runs = load_runs(options.uri, options.experiment)
     sweeps = tag(runs, "sweep")
     for sweep in options.sweeps:  # a mistyped id is a usage error, not "nothing matched the filters"
         if not in_sweeps(sweeps, (sweep,)).any():
@@ -109,6 +121,14 @@ class Written:
     """The names found holding other records, which this record did not replace."""
 
 
+def refuse_links(out: Path, names) -> None:
+    """Export writes nothing through a symlink: a link at a name it would write is a usage error,
+    refused before anything is written (followed, it would write outside ``--out``)."""
+    for name in names:
+        if (out / name).is_symlink():
+            raise ConfigError(f"--out {out}: {name} is a symlink; export writes no file through one (remove it)")
+
+
 def place(record: Record, out: Path) -> tuple[Record, dict[str, bytes], tuple[str, ...], bool]:
     """The record under its first name in ``out`` that is free or holds this very record, its
     files, the names before it that hold another, and whether its files are already there byte for
@@ -119,6 +139,7 @@ def place(record: Record, out: Path) -> tuple[Record, dict[str, bytes], tuple[st
     while True:
         candidate = record if copy == 1 else record.as_copy(copy)
         files = candidate.files()
+        refuse_links(out, [*files, f"{candidate.stem}.bundle"])
         present = [name for name in files if (out / name).exists()]
         if not present:
             return candidate, files, tuple(taken), False
@@ -128,29 +149,73 @@ def place(record: Record, out: Path) -> tuple[Record, dict[str, bytes], tuple[st
         copy += 1
 
 
+def write_file(path: Path, data: bytes) -> None:
+    """``path`` replaced whole by ``data`` (a temp file renamed over it: a reader sees the old bytes
+    or the new, and a link placed at the name is replaced, never followed). A replaced file keeps
+    its mode; a new one gets the umask's."""
+    try:
+        mode = stat.S_IMODE(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~umask()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), mode)
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def umask() -> int:
+    """The process's umask (read by setting it, then set back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@dataclass(frozen=True)
+class _Plan:
+    record: Record
+    files: dict[str, bytes]
+    taken: tuple[str, ...]
+    there: bool
+    bundle: dict[str, bytes] | None
+
+
 def export(options: ExportOptions) -> list[Written]:
     """Build the records and write them. A record never replaces another silently: with a name
     taken it is written as ``<stem>-2`` (``--overwrite`` replaces it instead), and the same record
     again writes nothing. No run is changed: a plot added to a finished run would be a file its
-    manifest does not list."""
-    check_writable(options.out)
-    written = []
-    for record in build(options):
-        taken: tuple[str, ...]
-        if options.overwrite:
-            placed, files, taken, there = record, record.files(), (), False
-        else:
-            placed, files, taken, there = place(record, options.out)
-        if not there:
-            options.out.mkdir(parents=True, exist_ok=True)
-            for name, data in files.items():
-                (options.out / name).write_bytes(data)
-        paths = [options.out / name for name in files]
-        if options.bundle:
-            from washexp.export import bundle
+    manifest does not list. Every record and bundle is built, from one reading of the runs, before
+    the first file is written: a refusal leaves nothing half-written."""
+    from washexp.export import bundle
 
-            paths.append(bundle.write(placed, options, options.out))
-        written.append(Written(placed, paths, taken))
+    check_writable(options.out)
+    check_options(options)
+    runs = load_runs(options.uri, options.experiment)
+    plans = []
+    for record in build(options, runs):
+        if options.overwrite:
+            files = record.files()
+            refuse_links(options.out, [*files, f"{record.stem}.bundle"])
+            plan = _Plan(record, files, (), False, None)
+        else:
+            plan = _Plan(*place(record, options.out), None)
+        if options.bundle:
+            plan = replace(plan, bundle=bundle.contents(plan.record, options, runs))
+        plans.append(plan)
+    written = []
+    for plan in plans:
+        if not plan.there:
+            options.out.mkdir(parents=True, exist_ok=True)
+            for name, data in plan.files.items():
+                write_file(options.out / name, data)
+        paths = [options.out / name for name in plan.files]
+        if plan.bundle is not None:
+            paths.append(bundle.write(plan.record.stem, plan.bundle, options.out))
+        written.append(Written(plan.record, paths, plan.taken))
     return written
 
 

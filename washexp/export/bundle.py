@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -55,54 +57,78 @@ def runs_doc(runs) -> dict[str, Any]:
     }
 
 
-def covered(runs, reads: list[tuple[str, str]], named: set[str]):
-    """The runs a bundle keeps: every run read, and every run of the sweeps those runs and their
-    parents belong to or the record names (the builder picks arms and conditions among them; a
-    wash record reads no artifact, only its runs' rows)."""
+def covered(runs, reads: list[tuple[str, str]], named: set[str], rows: set[str]):
+    """The runs a bundle keeps: every run read, every run the builder's selection looked at
+    (``rows``: the candidates it chose among, whose notes the record prints), and every run of the
+    sweeps the runs read and their parents belong to or the record names (the builder picks arms
+    and conditions among them; a wash record reads no artifact, only its runs' rows)."""
     from washexp.export.selection import tag
 
     ids = {run_id for run_id, _ in reads}
     read = runs[runs["run_id"].isin(ids)]
     parents = set(tag(read, "mlflow.parentRunId").dropna())
     sweeps = set(tag(runs[runs["run_id"].isin(ids | parents)], "sweep").dropna()) | named
-    keep = runs["run_id"].isin(ids | parents) | tag(runs, "sweep").isin(sweeps)
+    keep = runs["run_id"].isin(ids | parents | rows) | tag(runs, "sweep").isin(sweeps)
     return runs[keep]
 
 
-def write(record: Record, options, out: Path) -> Path:
-    """Rebuild ``record`` with its reads recorded, then write its bundle as ``out/<stem>.bundle``
-    (replaced whole: a bundle is the record's, written with it)."""
-    from washexp.export import build, load_runs
+def contents(record: Record, options, runs) -> dict[str, bytes]:
+    """The files of ``record``'s bundle by path inside it, from ``runs`` (the very table the record
+    was built from: one snapshot, so a run finishing meanwhile cannot make the two differ). A
+    bundle is refused while a run it covers is still RUNNING: its sweep is not over."""
+    from washexp.export import build
+    from washexp.export.selection import in_sweeps, tag
 
     if record.platform.startswith("cross-model-"):
         raise ConfigError(f"{record.stem}: --bundle covers one model's records (not the cross-model one) for now")
     own = options if options.model else replace(options, model=str(record.provenance.get("model")))
     reader.READS.clear()
-    rebuilt = build(own)
+    reader.ROWS.clear()
+    rebuilt = build(own, runs)
     reads = list(dict.fromkeys(reader.READS))  # in order, once each
+    sweeps = tag(runs, "sweep")
+    # the sweeps asked for too: a sweep that reused every arm it covers is named by its links alone
+    asked = set(sweeps[in_sweeps(sweeps, own.sweeps).astype(bool)].dropna())
+    kept = covered(runs, reads, set(record.provenance.get("sweeps (overrides)") or ()) | asked, set(reader.ROWS))
     reader.READS.clear()
+    reader.ROWS.clear()
+    running = kept[kept["status"] == "RUNNING"]
+    if not running.empty:
+        first = running.iloc[0]
+        sweep = first.get("tags.sweep") if isinstance(first.get("tags.sweep"), str) else "(no sweep id)"
+        raise ConfigError(
+            f"{record.stem}: sweep {sweep} is still running ({len(running)} run(s) RUNNING, e.g. "
+            f"{first['run_id']}): export --bundle once it has finished (a sweep killed midway: run it again)"
+        )
     rebuilt = [r for r in rebuilt if r.platform == record.platform] or rebuilt  # a study's and its cycles'
     if len(rebuilt) != 1 or json.loads(rebuilt[0].to_json())["data"] != json.loads(record.to_json())["data"]:
         raise ConfigError(f"{record.stem}: rebuilt alone for its bundle, the record differs (name one --model)")
-    from washexp.export.selection import in_sweeps, tag
-
-    everything = load_runs(options.uri, options.experiment)
-    asked = tag(everything, "sweep")[in_sweeps(tag(everything, "sweep"), own.sweeps).astype(bool)]
-    # the sweeps asked for too: a sweep that reused every arm it covers is named by its links alone
-    named = set(record.provenance.get("sweeps (overrides)") or ()) | set(asked)
-    runs = covered(everything, reads, named)
-    target = out / f"{record.stem}.bundle"
-    tmp = out / f".{record.stem}.bundle.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "runs").mkdir(parents=True)
-    for run_id in sorted({r for r, _ in reads}):
-        (tmp / "runs" / run_id).mkdir()
-    for run_id, name in reads:
-        (tmp / "runs" / run_id / name).write_bytes(reader.artifact_bytes(options.uri, run_id, name))
-    (tmp / RUNS).write_text(json.dumps(runs_doc(runs), sort_keys=True) + "\n", encoding="utf-8")
+    files = {f"runs/{run_id}/{name}": reader.artifact_bytes(options.uri, run_id, name) for run_id, name in reads}
+    files[RUNS] = (json.dumps(runs_doc(kept), sort_keys=True) + "\n").encode("utf-8")
     doc = {"schema": SCHEMA, "record": f"{record.stem}.json", "options": options_doc(own)}
-    (tmp / INFO).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)
+    files[INFO] = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8")
+    return files
+
+
+def write(stem: str, files: dict[str, bytes], out: Path) -> Path:
+    """Write ``files`` as ``out/<stem>.bundle`` (replaced whole: a bundle is its record's). They go
+    to a fresh hidden folder first (``mkdtemp``: a name no one else holds, so never a link someone
+    placed), which then takes the bundle's name; a link at that name is refused by the caller."""
+    from washexp.export import umask
+
+    target = out / f"{stem}.bundle"
+    tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.bundle.", dir=out))
+    try:
+        for rel, data in files.items():
+            path = tmp.joinpath(*rel.split("/"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        os.chmod(tmp, 0o777 & ~umask())  # mkdtemp's 0700 would make the bundle private
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     bundle.clear_cache()
     return target

@@ -12,7 +12,11 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
+
+from washexp.errors import ConfigError, FixtureError
+from washexp.inputs import parse_json
 
 NA = "n/a"
 """How a cell without a value reads (never 0)."""
@@ -21,6 +25,20 @@ SCHEMA = 1
 """The record JSON's schema version (README: "Records and compare"): ``schema``, ``topic``,
 ``platform``, ``date``, ``title``, ``provenance``, ``notes``, ``tables`` (key -> title, note,
 rows), ``plots``, ``data`` (machine tables for ``washexp compare``)."""
+
+
+MAX_DEPTH = 64
+"""How deep a record's JSON may nest (a record's own is under ten levels): deeper is refused
+before anything recurses through it."""
+
+
+def parse(data: bytes, path: Path) -> Any:
+    """A record's JSON, or its bundle's: untrusted, so parsed by :func:`washexp.inputs.parse_json`
+    with :data:`MAX_DEPTH`; what cannot be read is an input error of one line."""
+    try:
+        return parse_json(data, path, max_depth=MAX_DEPTH)
+    except FixtureError as err:
+        raise ConfigError(str(err)) from None
 
 
 def show(value: Any) -> str:

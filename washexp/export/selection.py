@@ -23,6 +23,7 @@ from collections.abc import Hashable
 import pandas as pd
 
 from washexp.errors import WashexpError
+from washexp.tracking.reader import ROWS
 
 KIND = "tags.washexp.kind"
 PARENT = "tags.mlflow.parentRunId"
@@ -72,6 +73,7 @@ def parents(
         out = out[tag(out, "model") == model]
     if until is not None:
         out = out[out["start_time"].dt.strftime("%Y-%m-%d") <= until]
+    ROWS.update(out["run_id"])  # what a record chose among is what its bundle must hold
     return out.sort_values("start_time", ascending=False, kind="stable").copy()
 
 
@@ -104,6 +106,7 @@ def children(runs: pd.DataFrame, parent_ids, kinds: tuple[str, ...]) -> pd.DataF
         missing = sorted(set(tag(links, "washexp.link")) - set(targets.index))
         raise WashexpError(f"link run(s) name runs this experiment lacks: {', '.join(missing)}")
     linked = linked.assign(parent=tag(links, "mlflow.parentRunId").tolist()).reset_index(drop=True)
+    ROWS.update(under["run_id"], linked["run_id"])
     both = pd.concat([own, linked], ignore_index=True) if len(linked) else own.reset_index(drop=True)
     return both.sort_values("start_time", ascending=False, kind="stable")
 

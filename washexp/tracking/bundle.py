@@ -18,7 +18,6 @@ reads).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -26,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from washexp.errors import ConfigError, WashexpError
+from washexp.errors import ConfigError, FixtureError, WashexpError
 from washexp.hashing import sha256_bytes
 
 SCHEMA = 1
@@ -41,6 +40,8 @@ FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 """An artifact the bundle may hold: a plain name in the run's folder (no ``/``, no ``..``)."""
 MAX_FILE = 32 * 1024 * 1024
 MAX_RUNS = 128 * 1024 * 1024
+MAX_DEPTH = 64
+"""How deep a bundle's JSON may nest (its own: four levels)."""
 
 
 class BundleMismatch(WashexpError):
@@ -96,10 +97,7 @@ def check_folder(root: Path) -> None:
 def info(root: Path) -> dict[str, Any]:
     """``bundle.json``: its schema and the export options the record was built with."""
     check_folder(root)
-    try:
-        found = json.loads(read_safe(root, (INFO,), 1024 * 1024))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise BundleMismatch(f"bundle {INFO}: not JSON ({err})") from None
+    found = _parse(read_safe(root, (INFO,), 1024 * 1024), root / INFO)
     if not isinstance(found, dict) or found.get("schema") != SCHEMA or not isinstance(found.get("options"), dict):
         raise BundleMismatch(f"bundle {INFO}: not a washexp bundle of schema {SCHEMA}")
     return found
@@ -118,9 +116,15 @@ def _runs(root_text: str, experiment: str):
     root = Path(root_text)
     if info(root)["options"].get("experiment") != experiment:
         return None
+    doc = _parse(read_safe(root, (RUNS,), MAX_RUNS), root / RUNS)
+    columns, dtypes, rows = (doc.get(k) if isinstance(doc, dict) else None for k in ("columns", "dtypes", "rows"))
+    if not (isinstance(columns, list) and all(isinstance(c, str) for c in columns) and "run_id" in columns):
+        raise ConfigError(f"bundle {RUNS}: columns is not a list of column names with run_id: not a runs table")
+    if not (isinstance(dtypes, dict) and all(isinstance(t, str) for t in dtypes.values())):
+        raise ConfigError(f"bundle {RUNS}: dtypes is not an object of column -> type name: not a runs table")
+    if not (isinstance(rows, list) and all(isinstance(r, list) and len(r) == len(columns) for r in rows)):
+        raise ConfigError(f"bundle {RUNS}: rows is not a list of rows of {len(columns)} cells: not a runs table")
     try:
-        doc = json.loads(read_safe(root, (RUNS,), MAX_RUNS))
-        columns, dtypes, rows = doc["columns"], doc["dtypes"], doc["rows"]
         frame = pd.DataFrame(rows, columns=columns)
         for col in columns:
             kind = dtypes.get(col, "object")
@@ -128,12 +132,25 @@ def _runs(root_text: str, experiment: str):
                 frame[col] = pd.to_datetime(frame[col], utc=True, format="ISO8601")
             elif kind != "object":
                 frame[col] = frame[col].astype(kind)
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-        raise BundleMismatch(f"bundle {RUNS}: cannot be read ({err})") from None
+    except (KeyError, TypeError, ValueError, OverflowError) as err:
+        raise ConfigError(f"bundle {RUNS}: cannot be read ({str(err)[:120]})") from None
     bad = [r for r in frame["run_id"] if not isinstance(r, str) or not RUN_ID.match(r)]
     if bad:
         raise BundleMismatch(f"bundle {RUNS}: run id {str(bad[0])!r} is not a run id (a path?): refused")
+    repeated = frame["run_id"][frame["run_id"].duplicated()]
+    if not repeated.empty:
+        raise ConfigError(f"bundle {RUNS}: run {repeated.iloc[0]} has two rows: one run, one row")
     return frame
+
+
+def _parse(data: bytes, path: Path) -> Any:
+    """A bundle file's JSON (untrusted: :func:`washexp.inputs.parse_json`, nesting capped), or one line."""
+    from washexp.inputs import parse_json
+
+    try:
+        return parse_json(data, path, max_depth=MAX_DEPTH)
+    except FixtureError as err:
+        raise ConfigError(str(err)) from None
 
 
 def lists(uri: str, run_id: str, name: str) -> bool:

@@ -31,8 +31,11 @@ def experiment_id(uri: str, name: str) -> str | None:
     """The id of experiment ``name`` in the store at ``uri``, or None if it has none."""
     from mlflow.tracking import MlflowClient
 
-    from washexp.tracking.sqlite import check_store
+    from washexp.tracking.sqlite import check_store, store_path
 
+    path = store_path(uri)
+    if path is not None and not path.exists():  # a reader holds no experiment there: MLflow would make a store
+        return None
     check_store(uri, write=False)  # MLflow would make an empty file a store, and retry a damaged one
     with quiet_mlflow():
         found = MlflowClient(uri).get_experiment_by_name(name)
@@ -84,6 +87,10 @@ def load_table(uri: str, artifact_file: str, run_ids: list[str]):
 
 READS: list[tuple[str, str]] = []
 """Every (run id, table) read, in order: ``export --bundle`` copies what a record read, no more."""
+ROWS: set[str] = set()
+"""Every run id whose row a record builder's run selection looked at (``export.selection``):
+``export --bundle`` keeps those rows, so the record rebuilt from its bundle chooses among the same
+runs and says the same of those it left out."""
 
 
 def _read(uri: str, artifact_file: str, run_id: str):

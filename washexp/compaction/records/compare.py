@@ -31,8 +31,8 @@ UNNAMED = "(every field: none recorded)"
 
 
 def _fields(record: dict, side: str) -> list[dict]:
-    tasks = rows(record, side, "compaction_tasks", TASK_KEYS)
-    fields = rows(record, side, "compaction_fields", FIELD_KEYS, empty_ok=True)
+    tasks = rows(record, side, "compaction_tasks", TASK_KEYS, key=("arm", "task"))
+    fields = rows(record, side, "compaction_fields", FIELD_KEYS, key=("arm", "task", "field"), empty_ok=True)
     with_fields = {(f["arm"], f["task"]) for f in fields}
     blind = [t for t in tasks if not t["failed"] and (t["arm"], t["task"]) not in with_fields]
     if blind:

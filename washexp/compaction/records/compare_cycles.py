@@ -34,7 +34,9 @@ Cell = tuple[str, int, str, str, str]
 
 def _tables(record: dict, side: str) -> tuple[list[dict], list[dict]]:
     """The record's task and fact rows, each of the shape compare reads (else an input error)."""
-    return rows(record, side, "cycles_tasks", TASK_KEYS), rows(record, side, "cycles_facts", FACT_KEYS, empty_ok=True)
+    tasks = rows(record, side, "cycles_tasks", TASK_KEYS, key=("arm", "task", "k"))
+    facts = rows(record, side, "cycles_facts", FACT_KEYS, key=("arm", "task", "k", "field"), empty_ok=True)
+    return tasks, facts
 
 
 def cells(tasks: list[dict], facts: list[dict], side: str, names: dict[str, set[str]]) -> dict[Cell, bool]:

@@ -41,17 +41,18 @@ ROUND_KEYS = {
     "lost": Shape.TEXTS,
 }
 MUSCLE_KEYS = {"store": Shape.TEXT, "needles": Shape.TEXT_BY_TEXT}
+ROUND_CELL = ("measurement", "washer", "gauge", "store", "round")
 
 
 def _rounds(record: dict, side: str) -> dict[tuple, set[str]]:
     return {
-        (r["measurement"], r["washer"], r["gauge"], r["store"], r["round"]): set(r["lost"])
-        for r in rows(record, side, "wash_rounds", ROUND_KEYS)
+        tuple(r[k] for k in ROUND_CELL): set(r["lost"])
+        for r in rows(record, side, "wash_rounds", ROUND_KEYS, key=ROUND_CELL)
     }
 
 
 def _muscle(record: dict, side: str) -> dict[str, dict[str, str]]:
-    return {m["store"]: m["needles"] for m in rows(record, side, "wash_muscle", MUSCLE_KEYS)}
+    return {m["store"]: m["needles"] for m in rows(record, side, "wash_muscle", MUSCLE_KEYS, key=("store",))}
 
 
 def cells(rounds: dict[tuple, set[str]], muscle: dict[str, dict[str, str]]) -> set[tuple]:
