@@ -82,7 +82,8 @@ def test_runs_lists_both_sweeps_newest_first(two_sweeps):
 
 def test_the_ui_view_shows_the_arm_runs_headline_metrics(two_sweeps):
     store, a, _, _ = two_sweeps
-    assert f"washexp -C {ROOT} ui --tracking-uri" in a["browse"] and "viewStateShareKey=washexp" in a["browse"]
+    assert f"washexp -C {shlex.quote(str(ROOT))} ui --tracking-uri" in a["browse"]
+    assert "viewStateShareKey=washexp" in a["browse"]
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     exp = client.get_experiment_by_name("compaction")
     view = json.loads(exp.tags["mlflow.sharedViewState.washexp"])
