@@ -210,21 +210,33 @@ def _from_model(name: str, uri: str, experiment: str, sweeps: tuple[str, ...]) -
     return json.loads(records[0].to_json())
 
 
-def load_side(arg: str, uri: str, experiment: str, sweeps: tuple[str, ...] = ()) -> dict:
+def load_side(arg: str, uri: str | None, experiment: str, sweeps: tuple[str, ...] = ()) -> dict:
+    """A record file as it is, or a sweep's or model's record built from the store ``uri`` (None:
+    outside a project and no ``--tracking-uri``, so only record files can be read)."""
+    path = Path(arg)
     if arg.startswith(MODEL):
-        return _from_model(arg.removeprefix(MODEL), uri, experiment, sweeps)
+        return _from_model(arg.removeprefix(MODEL), _store(arg, uri), experiment, sweeps)
     if sweeps:
         raise ConfigError(f"--sweep goes with model:NAME sides; {arg} is a record or a sweep already")
-    path = Path(arg)
-    if path.suffix == ".json" and path.is_file():
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ConfigError(f"{path}: not a readable record ({err})") from None
-        if not isinstance(record, dict) or record.get("schema") != SCHEMA or "data" not in record:
-            raise ConfigError(f"{path}: not a washexp record of schema {SCHEMA} (re-export it with this washexp)")
-        return record
-    return _from_store(arg, uri, experiment)
+    if path.suffix != ".json" or not path.is_file():
+        return _from_store(arg, _store(arg, uri), experiment)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{path}: not a readable record ({err})") from None
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA or "data" not in record:
+        raise ConfigError(f"{path}: not a washexp record of schema {SCHEMA} (re-export it with this washexp)")
+    return record
+
+
+def _store(arg: str, uri: str | None) -> str:
+    """The store a sweep, run or model side is looked up in; outside a project there is none."""
+    if uri is None:
+        raise ConfigError(
+            f"{arg}: not a record .json file, and {Path.cwd()} is not inside a washexp project to look it up "
+            "in: name the project (washexp -C <project> compare ...) or the store (--tracking-uri)"
+        )
+    return uri
 
 
 def kind(record: dict) -> str:
