@@ -70,6 +70,15 @@ def test_a_sweep_of_reused_arms_says_where_they_are(two_sweeps):
     assert "records" not in counts and "finished in earlier sweeps" in again
 
 
+def test_a_sweep_says_what_it_started_before_any_arm_ends(two_sweeps):
+    """The trap: the main job printed nothing until its first arm ended (20 s and more). Its first
+    line, once its config and inputs are valid, names the first arm; each arm's line follows."""
+    _, _, _, again = two_sweeps
+    lines = [line for line in again.splitlines() if line.strip()]
+    assert lines[0].endswith(" - started S top0 (2 conditions); a line follows as each arm ends"), again
+    assert sum(" - started " in line for line in lines) == 1  # once a sweep, not once an arm
+
+
 def test_runs_lists_both_sweeps_newest_first(two_sweeps):
     store, a, b, _ = two_sweeps
     listed = _washexp(["runs", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"])

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from washexp.benchmarks import CROSS_RECORDS, RECORDS
+from washexp.benchmarks import CROSS_RECORDS, JOBS, RECORDS
 from washexp.errors import ConfigError, WashexpError
 from washexp.export import crossmodel
 from washexp.export.records import Record
@@ -45,12 +45,25 @@ class ExportOptions:
 
 def load_runs(uri: str, experiment: str) -> Any:
     """Every run of ``experiment``; a missing experiment or an empty one is a user error."""
-    runs = search(uri, experiment)
+    return _nonempty(search(uri, experiment), uri, experiment)
+
+
+def _nonempty(runs: Any, uri: str, experiment: str) -> Any:
     if runs is None:
         raise WashexpError(f"no experiment {experiment!r} in {uri}: run a sweep first (python run.py ...)")
     if runs.empty:
         raise WashexpError(f"experiment {experiment!r} in {uri} has no runs")
     return runs
+
+
+def _elsewhere(uri: str, experiment: str, sweep: str) -> str:
+    """The hint for a sweep id not in ``experiment``: the other family's experiment that holds it
+    (a wash sweep exported as compaction, the default), else where the sweeps are listed."""
+    for other in JOBS.names():  # each family's experiment is named after it
+        runs = search(uri, other) if other != experiment else None
+        if runs is not None and in_sweeps(tag(runs, "sweep"), (sweep,)).any():
+            return f"; it is a sweep of {other!r}: add --experiment {other}"
+    return " (washexp runs lists the sweeps)"
 
 
 def build(options: ExportOptions) -> list[Record]:
@@ -60,14 +73,14 @@ def build(options: ExportOptions) -> list[Record]:
         raise ConfigError("--model and --models: give one (--models puts several side by side)")
     if options.models and topic not in crossmodel.PARENT_KIND:
         raise ConfigError(f"--models: the {topic} records have no cross-model record")
-    runs = load_runs(options.uri, options.experiment)
-    sweeps = tag(runs, "sweep")
+    runs = search(options.uri, options.experiment)
     for sweep in options.sweeps:  # a mistyped id is a usage error, not "nothing matched the filters"
-        if not in_sweeps(sweeps, (sweep,)).any():
+        if runs is None or not in_sweeps(tag(runs, "sweep"), (sweep,)).any():
             raise ConfigError(
                 f"--sweep {sweep}: no run of experiment {options.experiment!r} carries this sweep id"
-                " (washexp runs lists the sweeps)"
+                + _elsewhere(options.uri, options.experiment, sweep)
             )
+    runs = _nonempty(runs, options.uri, options.experiment)
     if options.models:
         crossmodel.check_present(runs, topic, options)
         return [CROSS_RECORDS.get(topic)(runs, options)]
