@@ -48,7 +48,8 @@ def test_empty_range_is_an_error():
         ("nosuchkey=1", "nosuchkey"),
         ("metod=S", "metod=S: no such config key 'metod'; did you mean 'method'"),  # before Hydra's own text
         # trap: `???` in a YAML file does not override a dataclass default: model.name must have none
-        ("model=openai", "model.name: Structured config of type `ModelConfig` has missing mandatory value"),
+        # and OmegaConf's "Structured config of type `ModelConfig` has missing mandatory value" named no fix
+        ("model=openai", "bad config: model.name is not set and has no default here: name it (model.name=...)"),
         ("model.backend=openia", "did you mean 'openai'"),
         # trap: a + override appended a key nothing reads, and the default ran, exit 0
         ("+metod=S", "metod: no such config key; did you mean 'method'"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -97,7 +98,7 @@ def test_a_failed_round_keeps_the_programs_output_in_the_run(tmp_path):
     assert kept["rounds/r01/command.stderr.txt"] == "quota exceeded\n"
 
 
-PRINT_ENV = f"{sys.executable} -c 'import json, os; print(json.dumps(dict(os.environ)))'"
+PRINT_ENV = f"{shlex.quote(sys.executable)} -c 'import json, os; print(json.dumps(dict(os.environ)))'"
 
 
 def test_the_program_gets_no_credentials_unless_named(tmp_path, monkeypatch):
@@ -166,7 +167,8 @@ def test_a_detached_child_in_a_new_session_is_killed(tail, timeout_s, tmp_path):
 def test_output_is_capped_and_counted(tmp_path):
     """The trap: 100 MB of stdout took 323 MB of RAM, kept whole per round."""
     files = read_md(copy_store("lean", tmp_path))
-    big = f'{sys.executable} -c \'import sys; sys.stdout.write("o" * (5 << 20)); sys.stderr.write("e" * (3 << 20))\''
+    write = 'import sys; sys.stdout.write("o" * (5 << 20)); sys.stderr.write("e" * (3 << 20))'
+    big = f"{shlex.quote(sys.executable)} -c {shlex.quote(write)}"
     proposal = sh(big).propose(files, (), tmp_path / "scratch")
     out, err = proposal.artifacts[STDOUT], proposal.artifacts[STDERR]
     assert (

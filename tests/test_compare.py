@@ -110,6 +110,33 @@ def test_usage_errors_are_one_line_exit_2(sweeps, tmp_path):
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+def test_export_of_a_wash_sweep_as_compaction_names_the_experiment(sweeps, tmp_path):
+    """The trap: ``export --sweep <a wash sweep>`` (compaction, the default) said the store had no
+    compaction experiment, not that the sweep is a wash one."""
+    store, a, _ = sweeps
+    sweep = MlflowClient(f"sqlite:///{store / 'mlflow.db'}").get_run(a).data.tags["sweep"]
+    proc = _run_export(store, tmp_path, "compaction", "--sweep", sweep)
+    assert (proc.returncode, proc.stdout, list(tmp_path.iterdir())) == (2, "", [])
+    assert proc.stderr.splitlines() == [
+        f"washexp: --sweep {sweep}: no run of experiment 'compaction' carries this sweep id; "
+        "it is a sweep of 'wash': add --experiment wash"
+    ]
+    assert _run_export(store, tmp_path, "wash", "--sweep", sweep).returncode == 0
+
+
+@pytest.mark.parametrize("sides", [["a-sweep", "b-sweep"], ["model:x", "model:y"]])
+def test_sweep_ids_outside_a_project_say_how_to_name_it(tmp_path, monkeypatch, capsys, sides):
+    """The trap: from a folder outside any project there is no store, and ``compare A B`` was a
+    26-line AttributeError from the store's path check."""
+    from washexp.compare import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(sides) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"washexp compare: {sides[0]}: not a record .json file, and {tmp_path} is not inside")
+    assert "washexp -C <project> compare" in line and "--tracking-uri" in line
+
+
 @pytest.mark.parametrize(
     ("needle", "shape"),
     [

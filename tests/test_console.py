@@ -59,9 +59,10 @@ def test_the_console_shows_results_and_problems_only():
 def test_a_piped_sweep_prints_its_results_and_logs_the_rest(store):
     proc = run_cli(["-m", "method=S", "topn=0..1", "task=[backup,refactor]"], store, env={"CI": ""})
     lines = (proc.stdout + proc.stderr).splitlines()
-    assert len(lines) == 2 + 4, lines  # one line per arm, then the sweep's closing lines
-    assert "S top0: 2 conditions (2 run, 0 reused, 0 failed)" in lines[0]
-    assert lines[2].startswith("washexp: sweep ")
+    assert len(lines) == 1 + 2 + 4, lines  # what it started, one line per arm, then the sweep's closing lines
+    assert lines[0].endswith(" - started S top0 (2 conditions); a line follows as each arm ends")
+    assert "S top0: 2 conditions (2 run, 0 reused, 0 failed)" in lines[1]
+    assert lines[3].startswith("washexp: sweep ")
     sweep = store / "multirun"
     # each condition is logged (in the log of the job running then: an arm's last ones overlap the next job)
     logs = "".join(p.read_text(encoding="utf-8") for p in [*sweep.glob("*/app.log"), sweep / "multirun.log"])
@@ -76,9 +77,11 @@ def test_an_unreachable_endpoint_is_one_line(store):
     args += [f"endpoint.recordings={store / 'rec'}", "task=[backup,refactor]"]
     proc = run_cli(args, store, check=False)
     assert proc.returncode == 1
-    assert (proc.stdout + proc.stderr).splitlines() == [
+    assert proc.stderr.splitlines() == [
         f"washexp: {url}: gave up after 3 attempts; last error: connection failed (ConnectError)"
     ]
+    (started,) = proc.stdout.splitlines()  # the job had started: its first line, then nothing but the error
+    assert started.endswith(" - started S top0 (2 conditions); a line follows as each arm ends")
     assert "retry 1/2" in (store / "outputs" / "app.log").read_text(encoding="utf-8")  # kept in the log
 
 

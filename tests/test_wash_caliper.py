@@ -298,7 +298,7 @@ def test_cli_armed_writes_its_state_beside_the_store_never_as_md(tmp_path):
     ("make", "needle"),
     [
         (lambda t: t / "absent", "absent: no such store folder"),
-        (lambda t: (t / "a-file.md").write_text("x") and t / "a-file.md", "a-file.md: no such store folder"),
+        (lambda t: (t / "a-file.md").write_text("x") and t / "a-file.md", "a-file.md: a file, not a store folder"),
         (lambda t: (t / "empty").mkdir() or t / "empty", "empty: not a store"),
     ],
     ids=["missing", "a-file", "no-md"],

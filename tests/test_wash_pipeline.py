@@ -580,6 +580,7 @@ def test_cli_benchmark_reads_the_stores_expected_json(tmp_path):
     ("args", "message"),
     [
         (["{missing}"], "no such store folder"),
+        (["{store}/MEMORY.md"], "MEMORY.md: a file, not a store folder"),  # it said "no such store folder"
         (["{empty}"], "not a store (no top-level *.md files)"),
         (["{store}", "--operator", "aprove-all"], "did you mean 'approve-all'"),
         (["{store}", "--gauge", "coalwash-9"], "unknown gauge 'coalwash-9'"),

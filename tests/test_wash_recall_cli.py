@@ -8,6 +8,11 @@ total, and a class with nothing to recall has no figure.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+
+import pytest
 
 from washexp.wash.cli import recall as cli_recall
 
@@ -48,3 +53,26 @@ def test_a_file_and_a_folder_is_a_usage_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "two files or two store folders" in err
     assert cli_recall.main([str(tmp_path / "nope.md"), str(tmp_path / "b.md")]) == 2
+
+
+@pytest.mark.parametrize("command", ["recall", "gate"])
+def test_a_fifo_is_refused_at_once_not_waited_on(tmp_path, command):
+    """The trap: ``washexp recall`` opened a FIFO and waited forever for a writer. Its type is
+    checked before it is opened for reading (``gate`` reads its sides with the same helper). The
+    timeout is a bound on a hang, not a timing: the command ends on its own or the test fails."""
+    fifo = tmp_path / "before.md"
+    os.mkfifo(fifo)
+    (tmp_path / "after.md").write_text(AFTER)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "washexp.cli", command, str(fifo), str(tmp_path / "after.md")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"washexp {command} waited on a FIFO")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"washexp {command}: {fifo}: not a regular file (a FIFO, device or folder): refusing to read it"
+    ]

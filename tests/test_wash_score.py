@@ -233,8 +233,9 @@ def test_a_needle_can_match_across_two_files(tmp_path, capsys):
     fx = write_store(tmp_path / "fx", {"a.md": "it ends here", "b.md": "starts here too"}, exp)
     r = run_json(capsys, str(fx), str(fx))
     assert r["muscle"]["lost"] == []  # the files are joined with "\n", which norm makes a space
-    (fx / "b.md").write_text("so it starts here", encoding="utf-8")
-    assert run_json(capsys, str(fx), str(fx))["muscle"]["lost"] == ["m01"]
+    store = copy_store(fx, tmp_path / "store")
+    (store / "b.md").write_text("so it starts here", encoding="utf-8")
+    assert run_json(capsys, str(fx), str(store))["muscle"]["lost"] == ["m01"]
 
 
 # ---- whitespace and Unicode -------------------------------------------------------------------
@@ -257,8 +258,9 @@ def test_js_whitespace_includes_nbsp_and_bom_but_not_u001c(tmp_path, capsys):
         "key\u001crotation monthly\n"  # U+001C: Python's isspace says yes, JavaScript's \s says no
         "log level\t\u2028debug\n"
     )
-    fx = write_store(tmp_path / "fx", {"notes.md": text}, exp)
-    assert run_json(capsys, str(fx), str(fx))["muscle"]["lost"] == ["m03"]
+    fx = write_store(tmp_path / "fx", {"notes.md": "\n".join(m["needle"] for m in exp["muscle"])}, exp)
+    store = write_store(tmp_path / "store", {"notes.md": text})
+    assert run_json(capsys, str(fx), str(store))["muscle"]["lost"] == ["m03"]
 
 
 def test_decomposed_sara_am_is_a_lost_fact(tmp_path, capsys):
@@ -370,17 +372,18 @@ def test_odd_manifest_values_print_as_javascript_prints_them(tmp_path, capsys):
         ],
         "fat": [],
     }
-    fx = write_store(tmp_path / "fx", {"a.md": "v2.5 was fine"}, exp)
-    code, out, _ = run(capsys, str(fx), str(fx), "--json", "--round", "0x10")
+    fx = write_store(tmp_path / "fx", {"a.md": "v2.5 3 absent undefined"}, exp)  # a fixture holds every needle
+    st = write_store(tmp_path / "st", {"a.md": "v2.5 was fine"})
+    code, out, _ = run(capsys, str(fx), str(st), "--json", "--round", "0x10")
     assert '"round": 16,' in out and "\n      8,\n      null,\n" in out
     assert json.loads(out)["muscle"]["lost"] == [8, None, "m04", None]
-    code, out, _ = run(capsys, str(fx), str(fx), "--round", "1e21", "--date", DAY)
+    code, out, _ = run(capsys, str(fx), str(st), "--round", "1e21", "--date", DAY)
     assert out.splitlines()[:2] == [
         f"CoalWash score · t-odd · round 1e+21 · {DAY}",
         "muscle: 1/5 kept · fact-loss 80.0% · LOST: 8, , m04, ",
     ]
-    (fx / "a.md").write_text("v2.5 was undefined", encoding="utf-8")
-    assert run_json(capsys, str(fx), str(fx))["muscle"]["lost"] == [8, None]
+    (st / "a.md").write_text("v2.5 was undefined", encoding="utf-8")
+    assert run_json(capsys, str(fx), str(st))["muscle"]["lost"] == [8, None]
 
 
 def test_a_non_number_round_prints_nan_and_json_null_as_score_mjs_does(fixture, capsys):
@@ -491,6 +494,24 @@ def test_missing_store_dir_is_exit_1_with_one_line(fixture, tmp_path, capsys):
     code, out, err = run(capsys, str(fixture), str(missing))
     assert (code, out) == (1, "")
     assert err == f"score: cannot read {missing}: ENOENT: no such file or directory, scandir '{missing}'\n"
+
+
+def test_a_washed_store_given_first_is_refused_not_scored(fixture, tmp_path, capsys):
+    """The trap: the arguments swapped (a washed copy that kept its expected.json, then the
+    fixture) printed "fat: 0/2 removed" and the fixture's text as "added", exit 0."""
+    store = copy_store(fixture, tmp_path / "store")
+    for name in ("release-notes.md", "tooling.md"):  # the perfect clean: both fat needles gone
+        blocks = (store / name).read_text(encoding="utf-8").split("\n\n")
+        kept = [b for b in blocks if "To restate the point" not in b and "worth pausing here" not in b]
+        (store / name).write_text("\n\n".join(kept), encoding="utf-8")
+    shutil.copyfile(fixture / "expected.json", store / "expected.json")  # a copy may keep it: proves nothing
+    code, out, err = run(capsys, str(store), str(fixture))
+    assert (code, out) == (1, "")  # score.mjs's error code, nothing scored
+    assert err == (
+        f"score: {store} is not a fixture: it lacks 2 of the 10 needles its expected.json plants (f01, f02); "
+        "a washed store goes second (washexp score FIXTURE STORE)\n"
+    )
+    assert run(capsys, str(fixture), str(store))[0] == 0  # the order score.mjs takes still scores
 
 
 def test_usage_errors_are_exit_1(fixture, capsys):

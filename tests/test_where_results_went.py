@@ -72,6 +72,15 @@ def test_a_sweep_of_reused_arms_covers_them_and_says_where_they_were_made(two_sw
     assert f"export --sweep {counts['sweep']}" in counts["records"]
 
 
+def test_a_sweep_says_what_it_started_before_any_arm_ends(two_sweeps):
+    """The trap: the main job printed nothing until its first arm ended (20 s and more). Its first
+    line, once its config and inputs are valid, names the first arm; each arm's line follows."""
+    _, _, _, again = two_sweeps
+    lines = [line for line in again.splitlines() if line.strip()]
+    assert lines[0].endswith(" - started S top0 (2 conditions); a line follows as each arm ends"), again
+    assert sum(" - started " in line for line in lines) == 1  # once a sweep, not once an arm
+
+
 def test_runs_lists_the_sweeps_newest_first(two_sweeps):
     store, a, b, again = two_sweeps
     listed = _washexp(["runs", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"])
@@ -84,7 +93,8 @@ def test_runs_lists_the_sweeps_newest_first(two_sweeps):
 
 def test_the_ui_view_shows_the_arm_runs_headline_metrics(two_sweeps):
     store, a, _, _ = two_sweeps
-    assert f"washexp -C {ROOT} ui --tracking-uri" in a["browse"] and "viewStateShareKey=washexp" in a["browse"]
+    assert f"washexp -C {shlex.quote(str(ROOT))} ui --tracking-uri" in a["browse"]
+    assert "viewStateShareKey=washexp" in a["browse"]
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     exp = client.get_experiment_by_name("compaction")
     view = json.loads(exp.tags["mlflow.sharedViewState.washexp"])

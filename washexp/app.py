@@ -261,8 +261,12 @@ def _check_tracking_server(tracking, sweep: Sweep) -> None:
 
 def one_line(err: BaseException) -> str:
     """A Hydra/OmegaConf/washexp error as one line a user can act on."""
-    parts = [str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__]
+    from omegaconf.errors import MissingMandatoryValue
+
     key = getattr(err, "full_key", None)
+    if isinstance(err, MissingMandatoryValue) and key:  # OmegaConf's words name a dataclass, not the fix
+        return f"{key} is not set and has no default here: name it ({key}=...)"
+    parts = [str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__]
     if key:  # OmegaConf knows which key it is about
         parts.insert(0, key)
     cause = err.__cause__

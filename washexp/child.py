@@ -12,7 +12,11 @@ from __future__ import annotations
 PROGRAM = """\
 import os, runpy, signal, sys, threading, time
 def _watch():
-    sys.stdin.buffer.read()  # returns at EOF: the parent is gone (or closed the pipe to stop us)
+    # at EOF the parent is gone (or closed the pipe to stop us). os.read, not sys.stdin: a daemon
+    # thread blocked in a buffered read holds its lock, and a child that ends in order (a server
+    # stopped by SIGTERM) then aborts at shutdown ("Fatal Python error: _enter_buffered_busy")
+    while os.read(0, 65536):
+        pass
     if {group!r}:  # the child leads a process group: its own children end with it
         os.killpg(0, signal.SIGTERM)
         time.sleep(10)  # reached only if the group has not ended in order

@@ -221,7 +221,7 @@ def _from_model(name: str, uri: str, experiment: str, sweeps: tuple[str, ...]) -
         raise ConfigError(f"{MODEL}: name a model (model:NAME)")
     options = ExportOptions(uri=uri, experiment=experiment, sweeps=sweeps, model=name)
     if experiment in ("compaction", "wash"):
-        there = models_in(load_runs(uri, experiment), experiment, options)
+        there = models_in(load_runs(options), experiment, options)
         if name not in there:
             scope = f" in sweep {', '.join(sweeps)}" if sweeps else ""
             raise ConfigError(
@@ -234,24 +234,36 @@ def _from_model(name: str, uri: str, experiment: str, sweeps: tuple[str, ...]) -
     return json.loads(records[0].to_json())
 
 
-def load_side(arg: str, uri: str, experiment: str, sweeps: tuple[str, ...] = ()) -> dict:
+def load_side(arg: str, uri: str | None, experiment: str, sweeps: tuple[str, ...] = ()) -> dict:
+    """A record file as it is, or a sweep's or model's record built from the store ``uri`` (None:
+    outside a project and no ``--tracking-uri``, so only record files can be read)."""
+    path = Path(arg)
     if arg.startswith(MODEL):
-        return _from_model(arg.removeprefix(MODEL), uri, experiment, sweeps)
+        return _from_model(arg.removeprefix(MODEL), _store(arg, uri), experiment, sweeps)
     if sweeps:
         raise ConfigError(f"--sweep goes with model:NAME sides; {arg} is a record or a sweep already")
-    path = Path(arg)
-    if path.suffix == ".json" and path.is_file():
-        from washexp.export.records import parse
+    if path.suffix != ".json" or not path.is_file():
+        return _from_store(arg, _store(arg, uri), experiment)
+    from washexp.export.records import parse
 
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            raise ConfigError(f"{path}: not a readable record ({err})") from None
-        record = parse(data, path)
-        if not isinstance(record, dict) or record.get("schema") != SCHEMA or "data" not in record:
-            raise ConfigError(f"{path}: not a washexp record of schema {SCHEMA} (re-export it with this washexp)")
-        return record
-    return _from_store(arg, uri, experiment)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"{path}: not a readable record ({err})") from None
+    record = parse(data, path)
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA or "data" not in record:
+        raise ConfigError(f"{path}: not a washexp record of schema {SCHEMA} (re-export it with this washexp)")
+    return record
+
+
+def _store(arg: str, uri: str | None) -> str:
+    """The store a sweep, run or model side is looked up in; outside a project there is none."""
+    if uri is None:
+        raise ConfigError(
+            f"{arg}: not a record .json file, and {Path.cwd()} is not inside a washexp project to look it up "
+            "in: name the project (washexp -C <project> compare ...) or the store (--tracking-uri)"
+        )
+    return uri
 
 
 def kind(record: dict) -> str:

@@ -81,6 +81,10 @@ def run(cfg, job, sweep, group: Group, *, tracked, fatal: tuple[type[BaseExcepti
     sweep's schedule, the next job starting beside its last children (a served model is not left
     idle at every arm's tail)."""
     total = len(group.children)
+    # the sweep's first line, once its config and inputs are valid: the first arm's own line may be
+    # minutes away, and a silent command looks hung
+    sweep.shared("started", lambda: console.result(log, "started %s (%s); a line follows as each arm ends",
+                                                   group.label, plural(total, group.unit)))  # fmt: skip
     bar = sweep.shared(("bar", group.parent.hash), lambda: console.ArmBar(group.label, total, group.unit, log))
 
     def progress(work: Work, state: str, counts: dict[str, int]) -> None:

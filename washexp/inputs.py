@@ -51,6 +51,15 @@ def named_folder(kind: str, arg: Any, root: Path, known: list[str], cwd: Path) -
     return root / arg
 
 
+def store_folder_problem(path: Path) -> str | None:
+    """Why ``path`` is not a store folder (missing, or a file there), or None when it is a folder."""
+    if path.is_dir():
+        return None
+    if os.path.lexists(path):
+        return f"{path}: a file, not a store folder (a store is a folder of *.md files; name the folder)"
+    return f"{path}: no such store folder"
+
+
 LIMIT = 16 << 20
 """The most bytes read from one JSON file a store or a user hands us (a store's largest is KiB)."""
 

@@ -105,13 +105,33 @@ def sweep_rows(runs, experiment: str) -> list[SweepRow]:
     return sorted(rows, key=lambda r: r.started, reverse=True)
 
 
+HEADER = ("sweep", "experiment", "started (UTC)", "arms", "under", "status", "overrides")
+NUMBERS = (3, 4)
+"""The columns aligned to the right."""
+
+
 def render(rows: list[SweepRow]) -> list[str]:
+    """The header and one line per sweep, each column as wide as its widest cell (a long sweep id
+    or a mixed status moves the columns after it, header included); the overrides come last."""
     if not rows:
         return ["no sweeps recorded yet (python run.py ... records one)"]
-    out = [f"{'sweep':34} {'experiment':11} {'started (UTC)':17} {'arms':>4} {'under':>5}  status  overrides"]
-    for r in rows:
-        status = " ".join(f"{n} {s}" for s, n in sorted(r.status.items()))
-        status += "".join(f" · reused {plural(n, 'arm')} from {s}" for s, n in sorted(r.reused.items()))
-        started = r.started.strftime("%Y-%m-%d %H:%M")
-        out.append(f"{r.sweep:34} {r.experiment:11} {started:17} {r.arms:4d} {r.units:5d}  {status}  {r.overrides}")
-    return out
+    table = [HEADER] + [
+        (
+            r.sweep,
+            r.experiment,
+            r.started.strftime("%Y-%m-%d %H:%M"),
+            str(r.arms),
+            str(r.units),
+            " ".join(f"{n} {s}" for s, n in sorted(r.status.items()))
+            + "".join(f" · reused {plural(n, 'arm')} from {s}" for s, n in sorted(r.reused.items())),
+            r.overrides,
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in table) for i in range(len(HEADER) - 1)]
+
+    def cells(line: tuple[str, ...]) -> list[str]:  # the last column unpadded: it ends the line
+        pairs = enumerate(zip(line[:-1], widths, strict=True))
+        return [*(c.rjust(w) if i in NUMBERS else c.ljust(w) for i, (c, w) in pairs), line[-1]]
+
+    return ["  ".join(cells(line)).rstrip() for line in table]

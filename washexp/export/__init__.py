@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from washexp.benchmarks import CROSS_RECORDS, RECORDS
+from washexp.benchmarks import CROSS_RECORDS, JOBS, RECORDS
 from washexp.errors import ConfigError, WashexpError
 from washexp.export import crossmodel
 from washexp.export.records import Record
@@ -45,14 +45,41 @@ class ExportOptions:
     """Also write ``<stem>.bundle/`` beside each record: what ``washexp verify`` recomputes it from."""
 
 
-def load_runs(uri: str, experiment: str) -> Any:
-    """Every run of ``experiment``; a missing experiment or an empty one is a user error."""
-    runs = search(uri, experiment)
+def load_runs(options: ExportOptions) -> Any:
+    """Every run of the experiment ``options`` name; a sweep id none of them carries is a usage
+    error (naming the experiment that holds it), a missing or empty experiment a user error."""
+    runs = search(options.uri, options.experiment)
+    check_sweeps(options, runs)
+    return _nonempty(runs, options.uri, options.experiment)
+
+
+def check_sweeps(options: ExportOptions, runs: Any) -> None:
+    """A mistyped sweep id is a usage error, not "nothing matched the filters"."""
+    sweeps = tag(runs, "sweep") if runs is not None else None
+    for sweep in options.sweeps:
+        if sweeps is None or not in_sweeps(sweeps, (sweep,)).any():
+            raise ConfigError(
+                f"--sweep {sweep}: no run of experiment {options.experiment!r} carries this sweep id"
+                + _elsewhere(options.uri, options.experiment, sweep)
+            )
+
+
+def _nonempty(runs: Any, uri: str, experiment: str) -> Any:
     if runs is None:
         raise WashexpError(f"no experiment {experiment!r} in {uri}: run a sweep first (python run.py ...)")
     if runs.empty:
         raise WashexpError(f"experiment {experiment!r} in {uri} has no runs")
     return runs
+
+
+def _elsewhere(uri: str, experiment: str, sweep: str) -> str:
+    """The hint for a sweep id not in ``experiment``: the other family's experiment that holds it
+    (a wash sweep exported as compaction, the default), else where the sweeps are listed."""
+    for other in JOBS.names():  # each family's experiment is named after it
+        runs = search(uri, other) if other != experiment else None
+        if runs is not None and in_sweeps(tag(runs, "sweep"), (sweep,)).any():
+            return f"; it is a sweep of {other!r}: add --experiment {other}"
+    return " (washexp runs lists the sweeps)"
 
 
 def check_options(options: ExportOptions) -> str:
@@ -72,14 +99,8 @@ def build(options: ExportOptions, runs: Any = None) -> list[Record]:
     topic = check_options(options)
     builder = RECORDS.get(topic)
     if runs is None:
-        runs = load_runs(options.uri, options.experiment)
-    sweeps = tag(runs, "sweep")
-    for sweep in options.sweeps:  # a mistyped id is a usage error, not "nothing matched the filters"
-        if not in_sweeps(sweeps, (sweep,)).any():
-            raise ConfigError(
-                f"--sweep {sweep}: no run of experiment {options.experiment!r} carries this sweep id"
-                " (washexp runs lists the sweeps)"
-            )
+        runs = load_runs(options)
+    check_sweeps(options, runs)
     if options.models:
         crossmodel.check_present(runs, topic, options)
         return [CROSS_RECORDS.get(topic)(runs, options)]
@@ -194,7 +215,7 @@ def export(options: ExportOptions) -> list[Written]:
 
     check_writable(options.out)
     check_options(options)
-    runs = load_runs(options.uri, options.experiment)
+    runs = load_runs(options)
     plans = []
     for record in build(options, runs):
         if options.overwrite:

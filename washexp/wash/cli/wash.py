@@ -58,6 +58,7 @@ from typing import Any
 import yaml
 
 from washexp.errors import FixtureError, WashexpError
+from washexp.inputs import store_folder_problem
 from washexp.wash.coalwash.files import read_md
 from washexp.wash.coalwash.gauge import DEFAULT_GAUGE, load_gauge, load_state, state_path
 from washexp.wash.coalwash.keeps import read_keeps
@@ -140,8 +141,9 @@ def _check_fixture(args: argparse.Namespace) -> None:
 def _check_store(store: Path) -> dict[str, str]:
     """Before any work: a store folder whose names, encoding, journal and keeps can be trusted,
     checked as the benchmark checks one (a ``MEMORY.md`` index); its files."""
-    if not store.is_dir():
-        raise _UsageError(f"{store}: no such store folder")
+    problem = store_folder_problem(store)
+    if problem:
+        raise _UsageError(problem)
     if not read_md(store):  # a hostile name or a non-UTF-8 file is one FixtureError line
         raise _UsageError(f"{store}: not a store (no top-level *.md files)")
     check_journal(store)  # a journal naming a path outside the store: UnsafeStore, nothing touched

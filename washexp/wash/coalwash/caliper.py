@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from washexp.errors import WashexpError
+from washexp.inputs import store_folder_problem
 from washexp.tokens import caliper_estimate
 from washexp.wash.coalwash.files import md_names
 from washexp.wash.coalwash.gauge import (
@@ -190,8 +191,9 @@ def measure(store: str | Path, read_budget_bytes: int = READ_BUDGET_BYTES) -> Me
     Raises ``WashexpError`` naming the folder when it is missing, not a folder or not listable.
     """
     folder = Path(store)
-    if not folder.is_dir():
-        raise WashexpError(f"{folder}: no such store folder")
+    problem = store_folder_problem(folder)
+    if problem:
+        raise WashexpError(problem)
     try:
         names = md_names(folder)
         sizes = {n: (folder / n).stat().st_size for n in names}

@@ -62,6 +62,8 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from washexp.errors import FixtureError
+from washexp.inputs import read_untrusted
 from washexp.wash.coalwash.files import md_names
 from washexp.wash.coalwash.inventory import (
     CLASSES,
@@ -506,14 +508,16 @@ def read_side(path: Path) -> str | dict[str, str]:
 
 
 def _read_text(path: Path) -> str:
+    try:  # its type checked before a byte is read: a FIFO or a device is refused, never waited on
+        data = read_untrusted(path, inside=False)
+    except FixtureError as err:
+        raise UsageError(str(err)) from None
+    if data is None:
+        raise UsageError(f"{path}: no such file or folder")
     try:
-        return path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file or folder") from None
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise UsageError(f"{path}: not UTF-8 ({err.reason} at byte {err.start})") from None
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read ({err.strerror})") from None
 
 
 def _report(result: GateResult, before: Path, after: Path) -> str:

@@ -374,6 +374,20 @@ def _sorted_files(files: Mapping[str, Any]) -> dict[str, Any]:
     return {name: files[name] for name in sorted(files, key=lambda n: n.encode("utf-16-be", "surrogatepass"))}
 
 
+def _planted(expected: Any, fixture_name: str) -> tuple[list[dict], list[dict]]:
+    """The muscle and fat entries ``expected.json`` names."""
+    if expected is None:
+        raise WashexpError(f"expected.json of {fixture_name}: null has no muscle or fat (score.mjs throws here)")
+    where = f"expected.json of {fixture_name}"
+    return _entries(expected, "muscle", where), _entries(expected, "fat", where)
+
+
+def _present(entries: Iterable[dict], texts: Mapping[str, str]) -> list[bool]:
+    """Whether each entry's needle is in ``texts`` (score.mjs's rule: all files joined, collapsed)."""
+    needles = [js_string(e.get("needle", _UNDEFINED)) for e in entries]
+    return needles_present(needles, norm("\n".join(texts.values())), haystack_normalised=True)
+
+
 def _build(
     expected: Any,
     store_texts: Mapping[str, str],
@@ -384,13 +398,8 @@ def _build(
     phase: str | None,
     date: str | dt.date | None,
 ) -> dict:
-    if expected is None:
-        raise WashexpError(f"expected.json of {fixture_name}: null has no muscle or fat (score.mjs throws here)")
-    where = f"expected.json of {fixture_name}"
-    muscle = _entries(expected, "muscle", where)
-    fat = _entries(expected, "fat", where)
-    needles = [js_string(e.get("needle", _UNDEFINED)) for e in (*muscle, *fat)]
-    present = needles_present(needles, norm("\n".join(store_texts.values())), haystack_normalised=True)
+    muscle, fat = _planted(expected, fixture_name)
+    present = _present((*muscle, *fat), store_texts)
     kept, still = present[: len(muscle)], present[len(muscle) :]
     lost = [e.get("id") for e, hit in zip(muscle, kept, strict=True) if not hit]
     remaining = [e.get("id") for e, hit in zip(fat, still, strict=True) if hit]
@@ -464,10 +473,28 @@ def score(
     today's UTC date unless pinned). Raises ``WashexpError`` when a folder or the manifest
     cannot be read."""
     expected = read_expected(fixture_dir)
+    fixture_raw = _read_raw(fixture_dir)
+    _refuse_washed(fixture_dir, expected, fixture_raw)
     store_raw = _read_raw(store_dir)
     store_texts = {name: _decode(raw) for name, raw in store_raw.items()}
-    changed = changed_files(_read_raw(fixture_dir), store_raw)  # bytes first: no decode when equal
+    changed = changed_files(fixture_raw, store_raw)  # bytes first: no decode when equal
     return _build(expected, store_texts, changed, _basename(str(fixture_dir)), round, model, phase, date)
+
+
+def _refuse_washed(fixture_dir: str | Path, expected: Any, fixture_raw: Mapping[str, bytes]) -> None:
+    """A fixture states every needle its ``expected.json`` plants; a first argument that lacks one
+    has been washed (its arguments swapped, most likely), and scoring it would give wrong numbers
+    with exit 0. A washed copy may keep its ``expected.json``: its presence proves nothing. A
+    departure from score.mjs, which scores whatever it is given."""
+    muscle, fat = _planted(expected, _basename(str(fixture_dir)))
+    texts = {name: _decode(raw) for name, raw in fixture_raw.items()}
+    absent = [e.get("id") for e, hit in zip((*muscle, *fat), _present((*muscle, *fat), texts), strict=True) if not hit]
+    if absent:
+        raise WashexpError(
+            f"{fixture_dir} is not a fixture: it lacks {len(absent)} of the {len(muscle) + len(fat)} needles its "
+            f"expected.json plants ({_join_ids(absent[:5])}{', ...' if len(absent) > 5 else ''}); a washed store "
+            "goes second (washexp score FIXTURE STORE)"
+        )
 
 
 def _join_ids(ids: Iterable[Any]) -> str:
