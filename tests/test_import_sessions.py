@@ -18,6 +18,7 @@ from washexp.needles import contains
 from washexp.sessions.planting import KINDS, plant
 
 SAMPLES = Path(__file__).parent / "sessions"
+RECORD_SESSIONS = Path(__file__).parent.parent / "results" / "sessions-swe-agent" / "sessions.jsonl"
 FORMATS = {
     "openai": "openai_chat.json",
     "claude-code": "claude_code.jsonl",
@@ -279,6 +280,65 @@ def test_swe_agent_quirks_a_list_of_one_call_id_and_a_replayed_id(tmp_path, caps
 def test_a_sweep_on_each_imported_format_keeps_every_planted_needle_under_full(tmp_path, fmt):
     full = swept(imported(tmp_path, fmt, "--plant", "8", "--seed", "11"), tmp_path / "store")
     assert full and all(r.data.metrics["retention"] == 1.0 for r in full)
+
+
+REAL = SAMPLES / "real"  # made by each format's own tool or spec, not for these tests: real/SOURCES.md
+REAL_FORMATS = {
+    "claude-code": "claude_code_spotter.jsonl",  # a Claude Code 2.1.39 session (spotter's fixture)
+    "atif": "atif_rfc_example.json",  # the ATIF RFC's example trajectory
+    "otlp": "otlp_genai_openai.jsonl",  # OpenTelemetry's GenAI instrumentation and JSON file exporter
+}
+
+
+def test_real_sessions_import_with_planted_facts(tmp_path, capsys):
+    """One real sample a format: its query, calls and final report as the format wrote them, every
+    planted needle in the evidence."""
+    tasks = {}
+    for fmt, name in REAL_FORMATS.items():
+        out = tmp_path / fmt
+        assert run(fmt, REAL / name, "--out", out, "--plant", "8", "--seed", "11") == 0
+        (tasks[fmt],) = load_tasks(out)
+        task = tasks[fmt]
+        assert sorted(task.fields) == [f"fact_{i:02d}" for i in range(1, 9)]
+        evidence = "\n".join(u.content for u in task.units)
+        assert all(contains(evidence, n) for ns in task.needles.values() for n in ns), fmt
+        final = json.loads((out / task.id / "trajectory.json").read_text())["messages"][-1]
+        assert final["final"] and final["content"] != "", fmt
+    printed = capsys.readouterr().out
+    cc, atif, otlp = tasks["claude-code"], tasks["atif"], tasks["otlp"]
+    assert cc.query.startswith("Work on bead spotter-dov.") and [u.tool for u in cc.units] == ["Bash"] * 4
+    assert cc.declared_cohort == "primary"  # 9,353 characters of tool results
+    assert "2 x assistant thinking block; 2 x file-history-snapshot entry; 28 x progress entry" in printed
+    assert atif.query == "What is the current trading price of Alphabet (GOOGL)?"
+    assert [(u.call_id, u.arguments["metric"]) for u in atif.units] == [
+        ("call_price_1", "price"),
+        ("call_volume_2", "volume"),
+    ]
+    assert [u.tool for u in otlp.units] == ["find_file", "open", "edit", "bash", "submit"]
+
+
+def test_the_otel_export_of_a_trajectory_imports_as_the_trajectory_itself(tmp_path):
+    """The OTLP sample is SWE-agent's ``function_calling_simple`` history replayed through
+    OpenTelemetry's instrumentation: it becomes the same task as that history imported directly."""
+    history = tmp_path / "history.jsonl"
+    history.write_text(RECORD_SESSIONS.read_text().splitlines()[1] + "\n")
+    assert run("openai", history, "--out", tmp_path / "direct", "--plant", "8", "--seed", "11") == 0
+    assert run("otlp", REAL / REAL_FORMATS["otlp"], "--out", tmp_path / "otel", "--plant", "8", "--seed", "11") == 0
+    (direct,), (otel,) = load_tasks(tmp_path / "direct"), load_tasks(tmp_path / "otel")
+    assert otel.query == direct.query
+    assert [(u.call_id, u.tool, u.arguments, u.content) for u in otel.units] == [
+        (u.call_id, u.tool, u.arguments, u.content) for u in direct.units
+    ]
+    assert otel.needles == direct.needles
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", REAL_FORMATS)
+def test_a_sweep_on_each_real_sample_keeps_every_planted_needle_under_full(tmp_path, fmt):
+    out = tmp_path / "set"
+    assert run(fmt, REAL / REAL_FORMATS[fmt], "--out", out, "--plant", "8", "--seed", "11") == 0
+    full = swept(out, tmp_path / "store")
+    assert len(full) == 1 and full[0].data.metrics["retention"] == 1.0
 
 
 def test_the_command_is_listed(tmp_path):
