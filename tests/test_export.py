@@ -13,6 +13,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import run_cli
+from tests.test_decide import brute_p
 from washexp.export import bootstrap
 
 TASKS = "task=[backup,refactor,meeting_notes,payment]"  # payment is primary, the rest control
@@ -122,23 +123,29 @@ def test_preflight_is_listed_apart(study):
     assert all(row["arm"] != "S top0" or row["run_id"] != pre.info.run_id for row in main)
 
 
-def test_intervals_are_paired_deterministic_and_contain_the_mean(study):
-    _, record, _, runs = study
+def test_decisions_come_first_and_are_the_sign_flip_of_the_runs(study):
+    _, record, path, runs = study
+    assert list(record["tables"])[:2] == ["decisions", "headline"]  # before the wide tables
+    md = path.with_suffix(".md").read_text()
+    assert md.index("## Decisions: paired tests over tasks") < md.index("## Headline: retention by arm")
+    assert md.index("## Headline: retention by arm") < md.index("## Arms, primary cohort")
     conds = _final_conditions(runs)
     score = {(_label(c), c.data.tags["task"]): c.data.metrics["retention"] for c in conds}
     cohort = {c.data.tags["task"]: c.data.tags["cohort"] for c in conds}
-    rows = record["tables"]["vs_full"]["rows"] + record["tables"]["s_vs_h"]["rows"]
-    assert len(rows) == 2 * 4 + 2 * 2  # (4 arms vs Full + 2 S/H pairs) x 2 cohorts
+    rows = [r for r in record["tables"]["decisions"]["rows"] if r["analysis"] == "ITT"]
+    # 4 arms vs Full + 2 S/H pairs, in each cohort; payment alone is primary: one task, not tested
+    assert len(rows) == 2 * 4 + 2 * 2
     for row in rows:
         tasks = [t for t, c in cohort.items() if c == row["cohort"]]
         diffs = [score[row["a"], t] - score[row["b"], t] for t in tasks]
         assert row["n_tasks"] == len(tasks)
+        if len(tasks) < 2:
+            assert row["p"] is None and row["verdict"] == "not tested: 1 task in common"
+            assert row["diff"] == pytest.approx(diffs[0])
+            continue
         assert row["diff"] == pytest.approx(mean(diffs))
         assert row["ci_low"] <= row["diff"] <= row["ci_high"]
-        a = {t: score[row["a"], t] for t in tasks}
-        b = {t: score[row["b"], t] for t in tasks}
-        again = bootstrap.paired(a, b)
-        assert (again.low, again.high) == (row["ci_low"], row["ci_high"])
+        assert row["p"] == brute_p(diffs)
 
 
 def test_bootstrap_on_known_differences():
@@ -157,7 +164,8 @@ def test_reexport_is_byte_identical(study, tmp_path):
     export(store, tmp_path)
     first = {p.name: p.read_bytes() for p in (store / "results").iterdir()}
     again = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    assert first.keys() == again.keys() and len(first) == 4  # .md, .json, two plots
+    # .md, .json, two plots, and the decision and headline tables as .csv and .tex
+    assert first.keys() == again.keys() and len(first) == 8
     assert first == again
 
 
