@@ -55,6 +55,15 @@ def test_four_tasks_never_below_one_eighth():
     assert decide.equivalence_p([0.0, 0.0, 0.01, -0.01]) == 0.0625
 
 
+def test_equivalence_needs_both_sides():
+    near = [0.0, 0.01, -0.01, 0.0, 0.005, -0.005, 0.0, 0.01, 0.0, -0.01]
+    assert decide.equivalence_p(near) == brute_p([x - 0.05 for x in near], "less")  # the larger side here
+    assert decide.equivalence_p(near) < decide.ALPHA
+    below = [x - 0.3 for x in near]  # far below -delta: far from equivalent, though below +delta
+    above = [x + 0.3 for x in near]
+    assert decide.equivalence_p(below) == 1.0 and decide.equivalence_p(above) == 1.0
+
+
 def test_sampled_p_counts_plus_one():
     d = np.full(20, 0.3)  # every random pattern but the all-plus one is below the statistic
     signs, exact = decide.patterns(20)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_decide import brute_p
-from washexp.compaction.records.decisions import families
+from washexp.compaction.records.decisions import decisions, families
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 BUNDLED = sorted(
@@ -99,3 +99,37 @@ def test_the_csv_beside_the_record_is_its_decisions(path):
     assert [float(r["p"]) if r["p"] else None for r in rows] == [r["p"] for r in table]
     tex = path.with_name(f"{path.stem}-decisions.tex").read_text()
     assert tex.count("\\toprule") == 1 and tex.count(" \\\\\n") == len(table) + 1
+
+
+def _row(arm: str, method: str, topn, task: str, value: float, valid: bool = True) -> dict:
+    return {"arm": arm, "method": method, "topn": topn, "cohort": "primary", "task": task, "failed": False} | {
+        "valid": valid,
+        "retention": value,
+        "fact_accuracy": None,
+    }
+
+
+def test_families_and_analyses_on_a_hand_made_panel():
+    tasks = [f"t{i}" for i in range(6)]
+    rows = [_row("Full", "full", None, t, 1.0) for t in tasks]
+    rows += [_row("none", "none", None, t, 0.0) for t in tasks]
+    rows += [_row("S top0", "S", 0, t, 0.5 + 0.01 * i) for i, t in enumerate(tasks)]
+    rows += [_row("H top0", "H", 0, t, 0.2, valid=i > 1) for i, t in enumerate(tasks)]
+    rows += [_row("mask top0", "mask", 0, t, 0.4) for t in tasks[:1]]  # one task: listed, not tested
+    assert families(rows) == [
+        ("S vs H", [("S top0", "H top0")]),
+        ("vs Full", [("S top0", "Full"), ("H top0", "Full"), ("mask top0", "Full")]),  # not the closed book
+        ("vs closed book", [("Full", "none"), ("S top0", "none"), ("H top0", "none"), ("mask top0", "none")]),
+        ("baselines vs S and H", [("mask top0", "S top0"), ("mask top0", "H top0")]),
+    ]
+    found = decisions(rows)
+    sh = {r["analysis"]: r for r in found if r["family"] == "S vs H"}
+    assert sh["ITT"]["n_tasks"] == 6 and sh["valid-only"]["n_tasks"] == 4  # H invalid on t0, t1
+    assert sh["ITT"]["p"] == brute_p([0.3 + 0.01 * i for i in range(6)]) == 2 / 64
+    assert sh["ITT"]["p_holm"] == sh["ITT"]["p"] and sh["ITT"]["verdict"] == "S top0 keeps more than H top0"
+    assert sh["valid-only"]["verdict"].startswith("undecided") and sh["valid-only"]["whole_range"]
+    full = [r for r in found if r["family"] == "vs Full" and r["analysis"] == "ITT"]
+    assert [r["p_holm"] for r in full[:2]] == [pytest.approx(2 * 2 / 64), pytest.approx(2 * 2 / 64)]  # Holm over 2
+    (mask,) = [r for r in full if r["a"] == "mask top0"]
+    assert mask["n_tasks"] == 1 and mask["p"] is None and mask["diff"] == pytest.approx(-0.6)
+    assert mask["verdict"] == "not tested: 1 task in common"
