@@ -15,6 +15,7 @@ from mlflow.tracking import MlflowClient
 from tests.conftest import run_cli
 from tests.test_decide import brute_p
 from washexp.export import bootstrap
+from washexp.ledger import decision_lines
 
 TASKS = "task=[backup,refactor,meeting_notes,payment]"  # payment is primary, the rest control
 
@@ -41,10 +42,15 @@ def export(store: Path, out: Path, *extra: str, check: bool = True) -> subproces
     return proc
 
 
+CLOSING: list[str] = []
+"""What the study's first sweep printed last."""
+
+
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     store = tmp_path_factory.mktemp("export")
-    run_cli(["-m", "method=S,H", "topn=0,1", TASKS], store, env={"CI": "true"}, premade=True)
+    first = run_cli(["-m", "method=S,H", "topn=0,1", TASKS], store, env={"CI": "true"}, premade=True)
+    CLOSING.append(first.stdout + first.stderr)
     run_cli(["-m", "method=full", TASKS], store, env={"CI": "true"})
     run_cli(["method=S", "topn=0", "phase=preflight", "task=[backup]"], store, env={"CI": "true"})
     export(store, store / "results")
@@ -146,6 +152,23 @@ def test_decisions_come_first_and_are_the_sign_flip_of_the_runs(study):
         assert row["diff"] == pytest.approx(mean(diffs))
         assert row["ci_low"] <= row["diff"] <= row["ci_high"]
         assert row["p"] == brute_p(diffs)
+
+
+def test_the_sweep_closes_with_its_decisions(study):
+    store, record, _, runs = study
+    (sweep,) = {r.data.tags["sweep"] for r in runs if r.data.tags.get("method") == "H"}
+    lines = decision_lines(f"sqlite:///{store / 'mlflow.db'}", "compaction", sweep)
+    # payment alone is primary (not tested): the control cohort's S vs H is the family shown
+    assert lines[0].startswith("  decisions (S vs H, control, retention, ITT;")
+    rows = [
+        r
+        for r in record["tables"]["decisions"]["rows"]
+        if (r["analysis"], r["family"], r["cohort"]) == ("ITT", "S vs H", "control")
+    ]
+    assert len(rows) == 2 and len(lines) == 3
+    for r, line in zip(rows, lines[1:], strict=True):
+        assert line.startswith(f"    {r['a']} vs {r['b']} (3 tasks): {r['verdict']}, p {r['p']:.3g}")
+    assert "\n".join(lines) in CLOSING[0]  # printed where the sweep ends, before its records line
 
 
 def test_bootstrap_on_known_differences():

@@ -15,9 +15,24 @@ from washexp.tracking.reader import load_table
 
 def compare_data(final: pd.DataFrame, conds: pd.DataFrame, uri: str) -> dict[str, list]:
     conds = conds[conds["arm_run_id"].isin(final["run_id"])]
+    tasks = task_rows(final, conds)
+    fields = []
+    finished = conds[conds["status"] == "FINISHED"]  # a failed condition wrote no table: its task row says so
+    if len(finished):
+        table = load_table(uri, "retention.json", list(finished["run_id"]))
+        label = dict(zip(finished["run_id"], finished["label"], strict=True))
+        table = table.assign(arm=table["run_id"].map(label), retained=table["retained"].astype(float))
+        grouped = table.groupby(["arm", "task", "field"], sort=True)["retained"].mean()
+        fields = [{"arm": a, "task": t, "field": f, "retained": r} for (a, t, f), r in grouped.items()]
+    return {"compaction_tasks": tasks, "compaction_fields": fields}
+
+
+def task_rows(final: pd.DataFrame, conds: pd.DataFrame) -> list[dict]:
+    """``compaction_tasks``: one row per condition of the final arms, from its logged metrics alone."""
+    conds = conds[conds["arm_run_id"].isin(final["run_id"])]
     method = dict(zip(final["label"], final["method"], strict=True))
     topn = dict(zip(final["label"], final.get("topn", pd.Series(None, index=final.index)), strict=True))
-    tasks = [
+    return [
         {
             "arm": c["label"],
             "method": method[c["label"]],
@@ -31,15 +46,6 @@ def compare_data(final: pd.DataFrame, conds: pd.DataFrame, uri: str) -> dict[str
         }
         for _, c in conds.sort_values(["order", "task"], kind="stable").iterrows()
     ]
-    fields = []
-    finished = conds[conds["status"] == "FINISHED"]  # a failed condition wrote no table: its task row says so
-    if len(finished):
-        table = load_table(uri, "retention.json", list(finished["run_id"]))
-        label = dict(zip(finished["run_id"], finished["label"], strict=True))
-        table = table.assign(arm=table["run_id"].map(label), retained=table["retained"].astype(float))
-        grouped = table.groupby(["arm", "task", "field"], sort=True)["retained"].mean()
-        fields = [{"arm": a, "task": t, "field": f, "retained": r} for (a, t, f), r in grouped.items()]
-    return {"compaction_tasks": tasks, "compaction_fields": fields}
 
 
 def _valid(c: pd.Series) -> bool:

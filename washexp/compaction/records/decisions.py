@@ -79,6 +79,29 @@ def decisions(rows: list[dict], delta: float = decide.DELTA) -> list[dict]:
     return out
 
 
+def summary(rows: list[dict], limit: int = 6) -> list[str]:
+    """A sweep's closing lines: the first declared family's ITT verdicts on the first cohort it
+    has, on the headline metric (fact accuracy when measured), at most ``limit`` of them."""
+    metric = "fact_accuracy" if "fact_accuracy" in metrics_of(rows) else "retention"
+    found = [r for r in decisions(rows) if r["analysis"] == "ITT" and r["metric"] == metric]
+    if not found:
+        return []
+    first = next((r for r in found if r["p"] is not None), found[0])  # a family and cohort with a test
+    shown = [r for r in found if (r["family"], r["cohort"]) == (first["family"], first["cohort"])]
+    head = (
+        f"  decisions ({first['family']}, {first['cohort']}, {metric.replace('_', ' ')}, ITT; "
+        "every comparison is in the record's decisions table):"
+    )
+    lines = [head] + [
+        f"    {r['a']} vs {r['b']} ({r['n_tasks']} task{'' if r['n_tasks'] == 1 else 's'}): {r['verdict']}"
+        + ("" if r["p"] is None else f", p {r['p']:.3g}, Holm {r['p_holm']:.3g}")
+        for r in shown[:limit]
+    ]
+    if len(shown) > limit:
+        lines.append(f"    ... and {len(shown) - limit} more")
+    return lines
+
+
 def cycles_decisions(tasks: list[dict], delta: float = decide.DELTA) -> list[dict]:
     """A cycles record's comparisons (``data.cycles_tasks``): within each arm, each k against k=1
     on last-cycle survival, one family per analysis, cohort and arm (ITT: a failed condition 0)."""
