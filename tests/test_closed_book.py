@@ -79,9 +79,11 @@ def test_the_record_shows_retention_only_offline(offline):
         assert row["fact_accuracy"] is None and row["without_evidence"] is None
     md = path.with_suffix(".md").read_text()
     assert "## Fields: the closed book (method=none) beside Full" in md and "n/a — no reader" in md
-    vs_full = {(r["cohort"], r["a"]) for r in record["tables"]["vs_full"]["rows"]}
-    assert ("control", "none") in vs_full  # paired against Full like any arm
-    assert "intervals: hierarchical bootstrap over tasks, generations within a task" in md
+    closed = {
+        (r["cohort"], r["a"], r["b"]) for r in record["tables"]["decisions"]["rows"] if r["family"] == "vs closed book"
+    }
+    assert ("control", "Full", "none") in closed  # Full against the closed book, in its own family
+    assert "exact paired sign-flip test over tasks" in md
 
 
 def test_compare_handles_the_closed_book(offline):

@@ -116,16 +116,17 @@ def test_one_export_of_the_sweep_puts_the_models_side_by_side(compaction, tmp_pa
         ("primary", "Full"): (True, 0.0),
         ("control", "Full"): (True, 0.0),
     }
-    intervals = [r for r in record["tables"]["model_intervals"]["rows"] if r["metric"] == "fact_accuracy"]
-    assert {(r["cohort"], r["arm"]) for r in intervals} == {(c, a) for c in ("primary", "control") for a in arms}
-    full = next(r for r in intervals if r["cohort"] == "control" and r["arm"] == "Full")
+    assert next(iter(record["tables"])) == "decisions"  # the first table
+    decided = [r for r in record["tables"]["decisions"]["rows"] if r["metric"] == "fact_accuracy"]
+    families = {(r["cohort"], r["family"]) for r in decided}
+    assert families == {(c, f"model vs model, {a}") for c in ("primary", "control") for a in arms}
+    full = next(r for r in decided if r["cohort"] == "control" and r["family"] == "model vs model, Full")
     assert (full["a"], full["b"], full["n_tasks"]) == ("ctx-model", "empty-model", 1)
-    assert (
-        full["diff"] == pytest.approx(full["mean_a"] - full["mean_b"])
-        and full["ci_low"] <= full["diff"] <= full["ci_high"]
-    )
+    wide_full = next(r for r in wide if r["arm"] == "Full" and r["cohort"] == "control")
+    assert full["diff"] == pytest.approx(wide_full["ctx-model"] - wide_full["empty-model"])
+    assert full["p"] is None and full["verdict"] == "not tested: 1 task in common"  # one control task here
     md = next(tmp_path.glob("compaction-cross-model-*.md")).read_text()
-    assert "hierarchical bootstrap over tasks, generations within a task, answers within a generation" in md
+    assert "exact paired sign-flip test over tasks" in md
     assert "| primary | Full | ctx-model | 1 |" in md and "| primary | Full | empty-model | 1 | 0.000 |" in md
 
 
@@ -163,7 +164,7 @@ def test_models_flag_writes_the_same_record(compaction, tmp_path):
         "empty-model",
         "ctx-model",
     ]
-    assert {r["a"] for r in record["tables"]["model_intervals"]["rows"]} == {"empty-model"}
+    assert {r["a"] for r in record["tables"]["decisions"]["rows"]} == {"empty-model"}
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import run_cli
+from tests.test_decide import brute_p
 from washexp.export import bootstrap
+from washexp.ledger import decision_lines
 
 TASKS = "task=[backup,refactor,meeting_notes,payment]"  # payment is primary, the rest control
 
@@ -40,10 +42,15 @@ def export(store: Path, out: Path, *extra: str, check: bool = True) -> subproces
     return proc
 
 
+CLOSING: list[str] = []
+"""What the study's first sweep printed last."""
+
+
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     store = tmp_path_factory.mktemp("export")
-    run_cli(["-m", "method=S,H", "topn=0,1", TASKS], store, env={"CI": "true"}, premade=True)
+    first = run_cli(["-m", "method=S,H", "topn=0,1", TASKS], store, env={"CI": "true"}, premade=True)
+    CLOSING.append(first.stdout + first.stderr)
     run_cli(["-m", "method=full", TASKS], store, env={"CI": "true"})
     run_cli(["method=S", "topn=0", "phase=preflight", "task=[backup]"], store, env={"CI": "true"})
     export(store, store / "results")
@@ -122,23 +129,46 @@ def test_preflight_is_listed_apart(study):
     assert all(row["arm"] != "S top0" or row["run_id"] != pre.info.run_id for row in main)
 
 
-def test_intervals_are_paired_deterministic_and_contain_the_mean(study):
-    _, record, _, runs = study
+def test_decisions_come_first_and_are_the_sign_flip_of_the_runs(study):
+    _, record, path, runs = study
+    assert list(record["tables"])[:2] == ["decisions", "headline"]  # before the wide tables
+    md = path.with_suffix(".md").read_text()
+    assert md.index("## Decisions: paired tests over tasks") < md.index("## Headline: retention by arm")
+    assert md.index("## Headline: retention by arm") < md.index("## Arms, primary cohort")
     conds = _final_conditions(runs)
     score = {(_label(c), c.data.tags["task"]): c.data.metrics["retention"] for c in conds}
     cohort = {c.data.tags["task"]: c.data.tags["cohort"] for c in conds}
-    rows = record["tables"]["vs_full"]["rows"] + record["tables"]["s_vs_h"]["rows"]
-    assert len(rows) == 2 * 4 + 2 * 2  # (4 arms vs Full + 2 S/H pairs) x 2 cohorts
+    rows = [r for r in record["tables"]["decisions"]["rows"] if r["analysis"] == "ITT"]
+    # 4 arms vs Full + 2 S/H pairs, in each cohort; payment alone is primary: one task, not tested
+    assert len(rows) == 2 * 4 + 2 * 2
     for row in rows:
         tasks = [t for t, c in cohort.items() if c == row["cohort"]]
         diffs = [score[row["a"], t] - score[row["b"], t] for t in tasks]
         assert row["n_tasks"] == len(tasks)
+        if len(tasks) < 2:
+            assert row["p"] is None and row["verdict"] == "not tested: 1 task in common"
+            assert row["diff"] == pytest.approx(diffs[0])
+            continue
         assert row["diff"] == pytest.approx(mean(diffs))
         assert row["ci_low"] <= row["diff"] <= row["ci_high"]
-        a = {t: score[row["a"], t] for t in tasks}
-        b = {t: score[row["b"], t] for t in tasks}
-        again = bootstrap.paired(a, b)
-        assert (again.low, again.high) == (row["ci_low"], row["ci_high"])
+        assert row["p"] == brute_p(diffs)
+
+
+def test_the_sweep_closes_with_its_decisions(study):
+    store, record, _, runs = study
+    (sweep,) = {r.data.tags["sweep"] for r in runs if r.data.tags.get("method") == "H"}
+    lines = decision_lines(f"sqlite:///{store / 'mlflow.db'}", "compaction", sweep)
+    # payment alone is primary (not tested): the control cohort's S vs H is the family shown
+    assert lines[0].startswith("  decisions (S vs H, control, retention, ITT;")
+    rows = [
+        r
+        for r in record["tables"]["decisions"]["rows"]
+        if (r["analysis"], r["family"], r["cohort"]) == ("ITT", "S vs H", "control")
+    ]
+    assert len(rows) == 2 and len(lines) == 3
+    for r, line in zip(rows, lines[1:], strict=True):
+        assert line.startswith(f"    {r['a']} vs {r['b']} (3 tasks): {r['verdict']}, p {r['p']:.3g}")
+    assert "\n".join(lines) in CLOSING[0]  # printed where the sweep ends, before its records line
 
 
 def test_bootstrap_on_known_differences():
@@ -157,7 +187,8 @@ def test_reexport_is_byte_identical(study, tmp_path):
     export(store, tmp_path)
     first = {p.name: p.read_bytes() for p in (store / "results").iterdir()}
     again = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    assert first.keys() == again.keys() and len(first) == 4  # .md, .json, two plots
+    # .md, .json, two plots, and the decision and headline tables as .csv and .tex
+    assert first.keys() == again.keys() and len(first) == 8
     assert first == again
 
 

@@ -166,9 +166,14 @@ def test_the_record_reports_the_between_repeat_spread_and_its_intervals(served):
         assert r["repeats"] == 2 and r["r0"] == r["r1"] == r["mean"] and r["spread"] == 0.0
     md = path.with_suffix(".md").read_text()
     assert "Between-repeat spread of fact accuracy (model.repeats)" in md
-    assert "intervals: hierarchical bootstrap over tasks, generations within a task, answers within a generation" in md
-    (row,) = [r for r in record["tables"]["vs_full"]["rows"] if r["cohort"] == "control"]
-    assert row["a"] == "none" and row["diff"] == pytest.approx(1 / 3 - 1.0)
+    assert "exact paired sign-flip test over tasks" in md
+    (row,) = [
+        r
+        for r in record["tables"]["decisions"]["rows"]
+        if (r["cohort"], r["family"], r["analysis"], r["metric"])
+        == ("control", "vs closed book", "ITT", "fact_accuracy")
+    ]
+    assert (row["a"], row["b"]) == ("Full", "none") and row["diff"] == pytest.approx(1.0 - 1 / 3)
 
 
 def test_spread_between_repeats_by_hand():

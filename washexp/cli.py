@@ -228,6 +228,7 @@ PASSTHROUGH = {
     "recall": "washexp.wash.cli.recall:main",
     "compare": "washexp.compare:main",
     "verify": "washexp.verify:main",
+    "power": "washexp.power:main",
     "wash": "washexp.wash.cli.wash:main",
     "import": "washexp.sessions.cli:main",
 }
@@ -235,6 +236,7 @@ PASSTHROUGH = {
 PASSTHROUGH_HELP = {
     "compare": "regressions between two sweeps or records: exit 1 when B is worse",
     "verify": "recompute a record from its bundle (or the store): exit 1 naming what differs",
+    "power": "how many tasks, generations and answers a difference needs, from a record's variance",
     "score": "score a washed memory store against its fixture (CoalWash's score.mjs, its exit codes)",
     "wash": "wash one memory store from the shell, behind its gates",
     "caliper": "what a memory store costs a session, and whether a wash is due",

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from washexp.errors import WashexpError
 from washexp.tracking import default_uri
 
 
@@ -100,9 +101,33 @@ def closing_lines(entries: list[Entry], root: Path) -> list[str]:
             continue
         opts = "" if experiment == "compaction" else f" --experiment {experiment}"
         opts += "" if uri is None else f" --tracking-uri {shown(uri)}"
+        if benchmark == "compaction":
+            lines += decision_lines(uri or default_uri(root), experiment, sweep)
         lines.append(f"  records:  {washexp} export --sweep {sweep}{opts}")
         lines.append(f"  compare:  {washexp} compare {sweep} <another sweep id>{opts}")
         lines.append(f"  browse:   {browse(uri, benchmark, experiment, root)}")
+    return lines
+
+
+def decision_lines(uri: str, experiment: str, sweep: str) -> list[str]:
+    """The sweep's paired decisions in a few lines, from its condition runs' logged metrics (the
+    record's ``decisions`` table has them all); none for a sweep whose arms are not study arms."""
+    from washexp.compaction.records import decisions
+    from washexp.compaction.records.data import task_rows
+    from washexp.compaction.records.runs import study_runs
+    from washexp.tracking.reader import search
+
+    runs = search(uri, experiment)
+    if runs is None or runs.empty:
+        return []
+    try:
+        study = study_runs(runs, sweeps=(sweep,))
+    except WashexpError:  # no finished arm run of this sweep (a cycles sweep, all failed): nothing to decide
+        return []
+    lines = []
+    for _, arms in study.arms.groupby("model", sort=True):
+        final = arms[arms["phase"] == "final"]
+        lines += decisions.summary(task_rows(final, study.conditions))
     return lines
 
 

@@ -8,6 +8,8 @@ exporting the same runs again writes byte-identical files.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 from collections.abc import Callable
@@ -78,6 +80,9 @@ class Table:
     rows: tuple[dict, ...]
     """Full-precision values; the JSON keeps every key, the markdown shows ``columns``."""
     note: str = ""
+    sheet: bool = False
+    """Also written beside the record as ``<stem>-<key>.csv`` (every key, full precision) and
+    ``<stem>-<key>.tex`` (a booktabs table of the shown columns), for a reviewer to paste."""
 
 
 @dataclass(frozen=True)
@@ -127,11 +132,15 @@ class Record:
         return replace(new, plots=tuple(replace(p, file=new.stem + p.file.removeprefix(old)) for p in self.plots))
 
     def files(self) -> dict[str, bytes]:
-        """Every file of the record by name: ``<stem>.md``, ``<stem>.json`` and the plots."""
+        """Every file of the record by name: ``<stem>.md``, ``<stem>.json``, the plots and each
+        sheet table's ``.csv`` and ``.tex``."""
+        sheets = [t for t in self.tables if t.sheet]
         return {
             f"{self.stem}.md": self.to_markdown().encode("utf-8"),
             f"{self.stem}.json": self.to_json().encode("utf-8"),
             **{p.file: p.png for p in self.plots},
+            **{f"{self.stem}-{t.key}.csv": _csv(t).encode("utf-8") for t in sheets},
+            **{f"{self.stem}-{t.key}.tex": _latex(t).encode("utf-8") for t in sheets},
         }
 
     def to_json(self) -> str:
@@ -193,6 +202,48 @@ def _markdown_table(t: Table) -> list[str]:
     if dropped:
         lines += ["", f"Not shown, {NA} in every row (the .json keeps them): {', '.join(dropped)}."]
     return lines
+
+
+def _csv(t: Table) -> str:
+    """Every key of every row at full precision (an absent value is empty)."""
+    keys = list(dict.fromkeys(k for row in t.rows for k in row))
+    out = io.StringIO()
+    writer = csv.DictWriter(out, keys, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: ("" if _absent(v) else v) for k, v in row.items()} for row in t.rows)
+    return out.getvalue()
+
+
+def _absent(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+_TEX = {c: "\\" + c for c in "&%$#_{}"} | {
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "\\": r"\textbackslash{}",
+    "−": "$-$",  # Unicode minus and plus-minus: outside LaTeX's default input encoding
+    "±": r"$\pm$",
+}
+
+
+def _tex(text: str) -> str:
+    return "".join(_TEX.get(c, c) for c in text)
+
+
+def _latex(t: Table) -> str:
+    """The shown columns as a booktabs tabular (needs ``\\usepackage{booktabs}``)."""
+    lines = [
+        f"% {_tex(t.title)}",
+        "\\begin{tabular}{" + "l" * len(t.columns) + "}",
+        "\\toprule",
+        " & ".join(_tex(c.header) for c in t.columns) + " \\\\",
+        "\\midrule",
+        *(" & ".join(_tex(c.render(row)) for c in t.columns) + " \\\\" for row in t.rows),
+        "\\bottomrule",
+        "\\end{tabular}",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _provenance_lines(key: str, val: Any) -> list[str]:

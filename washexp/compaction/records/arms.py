@@ -1,12 +1,11 @@
-"""The compaction record: arms by cohort, tasks by arm, paired intervals, plots, run ids.
+"""The compaction record: arms by cohort, tasks by arm, decisions (paired tests over tasks), plots, run ids.
 
-Arm rows are the arm runs' own cohort metrics (``primary/retention``...); per-task cells and
-the bootstrap read the condition runs. A failed condition counts 0 and stays in, as in the
-study's aggregation; an unmeasured value is ``n/a``, never 0. A condition that failed because a
-context was longer than the model's window (the endpoint's own refusal) is such a 0 too, but
-counted apart and shown as ``OVER WINDOW``: a property of the model, not a broken run.
-Preflight-phase runs are listed apart and enter no other table.
-"""
+Arm rows are the arm runs' own cohort metrics (``primary/retention``...); per-task cells and the
+decisions read the condition runs (through the record's own ``data.compaction_tasks``). A failed
+condition counts 0 and stays in, as in the study's aggregation; an unmeasured value is ``n/a``,
+never 0. A condition that failed because a context was longer than the model's window (the
+endpoint's own refusal) is such a 0 too, but counted apart and shown as ``OVER WINDOW``: a property
+of the model, not a broken run. Preflight-phase runs are listed apart and enter no other table."""
 
 from __future__ import annotations
 
@@ -17,13 +16,14 @@ import pandas as pd
 
 from washexp.compaction.records import closed as record_closed
 from washexp.compaction.records import cycles as record_cycles
+from washexp.compaction.records import decisions as record_decisions
 from washexp.compaction.records import loss as record_loss
 from washexp.compaction.records import notes as record_notes
 from washexp.compaction.records import tables as record_tables
 from washexp.compaction.records import variance as record_variance
 from washexp.compaction.records.data import compare_data
 from washexp.compaction.records.runs import metric, provenance_head, study_runs, topn_of, unique, value
-from washexp.export import bootstrap, plots, selection
+from washexp.export import decide, plots, selection
 from washexp.export.records import Column, Plot, Record, Table
 from washexp.export.run_facts import run_facts
 from washexp.export.spend import role_spend
@@ -58,8 +58,24 @@ def _study(runs: pd.DataFrame, options) -> list[Record]:
         record = _record(arms, conds, tuple(study.notes.get(model, ())), options.experiment, options.uri)
         final = arms[arms["phase"] == "final"]
         record = _with_closed_book(record, final, conds, options.uri)
-        records.append(dataclasses.replace(record, data=compare_data(final, conds, options.uri)))
+        data = compare_data(final, conds, options.uri)
+        fconds = conds[conds["arm_run_id"].isin(final["run_id"])]
+        metric = _headline(data["compaction_tasks"])
+        data["compaction_nested"] = record_variance.nested_rows(fconds, options.uri, metric)
+        records.append(_with_decisions(record, data, metric))
     return records
+
+
+def _headline(rows: list[dict]) -> str:
+    return "fact_accuracy" if "fact_accuracy" in record_decisions.metrics_of(rows) else "retention"
+
+
+def _with_decisions(record: Record, data: dict[str, list], metric: str) -> Record:
+    """The decisions, then the headline, first of the record's tables: both read from its own
+    per-task values (``data.compaction_tasks``), so anyone can recompute them from the JSON."""
+    rows = data["compaction_tasks"]
+    first = (record_decisions.decisions_table(rows), record_decisions.headline_table(rows, metric))
+    return dataclasses.replace(record, tables=(*first, *record.tables), data=data)
 
 
 def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], experiment: str, uri: str) -> Record:
@@ -78,7 +94,6 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
 
     times = pd.concat([arms["end_time"], conds["end_time"], arms["start_time"]]).dropna()
     date = times.max().tz_convert("UTC").strftime("%Y-%m-%d")
-    per_task = record_variance.nested_scores(fconds, uri, score)
     has_full = "Full" in set(final["label"])
 
     notes = [
@@ -98,9 +113,9 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         "separately; a failed condition counts as 0 and stays in the denominator."
     )
     notes.append(
-        f"n is small: {n_tasks['primary']} primary and {n_tasks['control']} control tasks. "
-        f"Intervals are 95% paired percentile intervals, tasks paired between arms ({bootstrap.describe()}); "
-        "with this few tasks they are coarse and likely too narrow. Read them as rough ranges, not as tests."
+        f"n is small: {n_tasks['primary']} primary and {n_tasks['control']} control tasks. The decisions table "
+        f"tests every declared comparison with the {decide.describe()}; with 4 tasks no p is below 0.125, so no "
+        "comparison on 4 tasks can be decided at 0.05, and its verdict says how many tasks would decide it."
     )
     if not measured:
         notes.append(f"Fact accuracy and all-fields-correct: {not_measured} (never counted as 0).")
@@ -144,7 +159,6 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
     tables.append(generations)
     tables.append(record_tables.invalid_table(fconds))
     tables.append(record_tables.failed_contexts_table(fconds))
-    tables += _interval_tables(per_task, cohort_of, final, score_name)
     repeats = record_variance.repeats_table(final)
     if repeats is not None:
         tables.append(repeats)
@@ -198,63 +212,6 @@ def _over_window(conds: pd.DataFrame) -> pd.Series:
     """Which failed conditions the endpoint refused as longer than the model's window."""
     error = conds.get("tags.washexp.error_type", pd.Series(None, index=conds.index, dtype=object))
     return (conds["status"] == "FAILED") & (error == OVER_WINDOW)
-
-
-def _interval_tables(
-    per_task: dict[str, bootstrap.Nested], cohort_of: dict[str, str], final: pd.DataFrame, score_name: str
-) -> list[Table]:
-    arms = final.sort_values("order", kind="stable")
-    full = arms[arms["method"] == "full"]["label"].tolist()
-    pairs = [(lb, full[0]) for lb in arms[arms["method"] != "full"]["label"]] if full else []
-    label = {
-        (m, topn_of(n)): lb for m, n, lb in zip(arms["method"], arms["topn"], arms["label"], strict=True) if m != "full"
-    }
-    pairs_sh = [(label["S", n], label["H", n]) for (m, n) in sorted(label) if m == "S" and ("H", n) in label]
-    out = []
-    for key, title, todo in (
-        ("vs_full", f"Each arm against Full ({score_name})", pairs),
-        ("s_vs_h", f"S against H at each N ({score_name})", pairs_sh),
-    ):
-        rows = []
-        for cohort in COHORTS:
-            for a, b in todo:
-                ia = {t: v for t, v in per_task.get(a, {}).items() if cohort_of.get(t) == cohort}
-                iv = bootstrap.hierarchical(ia, per_task.get(b, {}))
-                if iv:
-                    rows.append(
-                        {
-                            "cohort": cohort,
-                            "a": a,
-                            "b": b,
-                            "n_tasks": iv.n,
-                            "mean_a": iv.mean_a,
-                            "mean_b": iv.mean_b,
-                            "diff": iv.diff,
-                            "ci_low": iv.low,
-                            "ci_high": iv.high,
-                        }
-                    )
-        columns = (
-            Column("cohort", "cohort"),
-            Column("a", "A"),
-            Column("b", "B"),
-            Column("n_tasks", "n tasks"),
-            Column("mean_a", "mean A"),
-            Column("mean_b", "mean B"),
-            Column("diff", "A − B", lambda r: f"{r['diff']:+.3f}"),
-            Column("ci_low", "95% interval", lambda r: f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"),
-        )
-        out.append(
-            Table(
-                key,
-                title,
-                columns,
-                tuple(rows),
-                note=f"Paired over the tasks both arms ran; {bootstrap.describe()}. n is small, so the interval "
-                "is rough.",
-            )
-        )
-    return out
 
 
 def _preflight_table(pre: pd.DataFrame) -> Table:

@@ -20,10 +20,11 @@ import pandas as pd
 
 from washexp import __version__
 from washexp.compaction.records import arms as per_model
+from washexp.compaction.records import decisions as record_decisions
 from washexp.compaction.records import variance as record_variance
 from washexp.compaction.records.runs import metric, study_runs
 from washexp.errors import WashexpError
-from washexp.export import bootstrap, crossmodel
+from washexp.export import bootstrap, crossmodel, decide
 from washexp.export.records import Column, Record, Table, show, through
 
 COHORTS = per_model.COHORTS
@@ -103,9 +104,8 @@ def _record(models: tuple[str, ...], single: dict, options) -> Record:
     measured = {m for m in models if any(r["model"] == m and r["fact_accuracy"] is not None for r in rows)}
     headline = "fact_accuracy" if measured else "retention"
 
-    tables = [_models_table(models, first, single), _long_table(rows)]
+    tables = [_decisions(models, scores, labels, measured), _models_table(models, first, single), _long_table(rows)]
     tables += [_wide_table(rows, models, labels, key, name) for key, name in FIGURES if _any(rows, key)]
-    tables.append(_intervals(models, scores, labels, measured))
 
     lacking = [
         f"{m} has no {lb} arm: its cells are n/a"
@@ -117,8 +117,8 @@ def _record(models: tuple[str, ...], single: dict, options) -> Record:
         f"Models side by side: {', '.join(models)}. Each model's figures are those of its own record "
         f"(results/compaction-<platform>-<date>.md), built from the same runs; the headline is "
         f"{headline.replace('_', ' ')}.",
-        "Intervals between models pair the tasks both ran (a failed condition counts 0 and stays in), 95%; "
-        f"{bootstrap.describe()}. With few tasks they are coarse and likely too narrow: rough ranges, not tests.",
+        "Models are compared in the decisions table, task by task over the tasks both ran (a failed condition "
+        f"counts 0 and stays in): the {decide.describe()}.",
         "Cost: the money of the live calls its condition runs logged (cost_usd); n/a when no price was configured "
         "(a replayed call costs nothing).",
         *(
@@ -252,43 +252,27 @@ def _wide_table(rows: list[dict], models, labels, key: str, name: str) -> Table:
     )
 
 
-def _intervals(models, scores, labels, measured) -> Table:
-    rows = []
-    for a, b in itertools.combinations(models, 2):
-        for key in ("fact_accuracy", "retention"):
-            if key == "fact_accuracy" and not {a, b} <= measured:
-                continue
-            for cohort in COHORTS:
-                for arm in labels:
-                    sa, sb = scores.get((a, arm, cohort, key)), scores.get((b, arm, cohort, key))
-                    iv = bootstrap.hierarchical(sa, sb) if sa and sb else None
-                    if iv is None:
-                        continue
-                    rows.append(
-                        {"metric": key, "cohort": cohort, "arm": arm, "a": a, "b": b, "n_tasks": iv.n}
-                        | {"mean_a": iv.mean_a, "mean_b": iv.mean_b, "diff": iv.diff}
-                        | {"ci_low": iv.low, "ci_high": iv.high}
-                    )
-    if not rows:
+def _decisions(models, scores, labels, measured) -> Table:
+    """Each model against each, per metric, cohort and arm (one family per arm: its model pairs),
+    by the paired sign-flip test over the tasks both ran (a task's value its hierarchical mean)."""
+    found = []
+    for key in ("fact_accuracy", "retention"):
+        for cohort in COHORTS:
+            for arm in labels:
+                values = {
+                    m: {t: bootstrap.nested_mean(g) for t, g in scores.get((m, arm, cohort, key), {}).items()}
+                    for m in models
+                    if key != "fact_accuracy" or m in measured
+                }
+                pairs = list(itertools.combinations([m for m in models if m in values], 2))
+                where = {"analysis": "ITT", "family": f"model vs model, {arm}", "cohort": cohort, "metric": key}
+                found += record_decisions.family_rows(values, pairs, decide.DELTA, **where)
+    if not found:
         raise WashexpError(f"models {', '.join(models)} share no arm and task: nothing to put side by side")
-    return Table(
-        "model_intervals",
-        "Model A against model B on the same tasks (paired)",
-        (
-            Column("metric", "metric", lambda r: r["metric"].replace("_", " ")),
-            Column("cohort", "cohort"),
-            Column("arm", "arm"),
-            Column("a", "A"),
-            Column("b", "B"),
-            Column("n_tasks", "n tasks"),
-            Column("mean_a", "mean A"),
-            Column("mean_b", "mean B"),
-            Column("diff", "A − B", lambda r: f"{r['diff']:+.3f}"),
-            Column("ci_low", "95% interval", lambda r: f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"),
-        ),
-        tuple(rows),
-        note="Paired over the tasks both models ran in that arm; n is small, so the interval is rough.",
+    note = (
+        record_decisions.NOTE + " Here A and B are two models in one arm (ITT only: each model's own record has both)."
     )
+    return record_decisions.table(found, note=note)
 
 
 def _num(v, digits: int) -> str:

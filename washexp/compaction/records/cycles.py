@@ -17,6 +17,7 @@ import pandas as pd
 
 from washexp.compaction.condition import Arm
 from washexp.compaction.cycles import TABLE
+from washexp.compaction.records import decisions as record_decisions
 from washexp.compaction.records.runs import ARM_COLUMNS, provenance_head, topn_of
 from washexp.errors import WashexpError
 from washexp.export import plots, selection
@@ -169,15 +170,21 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: list[str], option
             ]
         ),
     )
+    data = _compare_data(arms, conds, rows_of)
+    decided = record_decisions.table(
+        record_decisions.cycles_decisions(data["cycles_tasks"]),
+        note=record_decisions.NOTE + " Here A and B are one arm at k and at k=1 (last-cycle survival, "
+        "data.cycles_tasks); valid-only keeps the conditions that did not fail.",
+    )
     return Record(
-        data=_compare_data(arms, conds, rows_of),
+        data=data,
         topic="compaction",
         platform=f"{platform}-cycles",
         date=date,
         title=f"Compaction again and again (cycles): {model} ({platform}), {date}",
         provenance=provenance,
         notes=tuple(notes),
-        tables=tuple(tables),
+        tables=(decided, *tables),
         plots=(plot,),
         appendix=(appendix,),
     )

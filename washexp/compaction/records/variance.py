@@ -53,6 +53,17 @@ def nested_scores(conds: pd.DataFrame, uri: str, key: str) -> dict[str, bootstra
     return out
 
 
+def nested_rows(conds: pd.DataFrame, uri: str, key: str) -> list[dict]:
+    """The nested scores as the record's machine table (``data.compaction_nested``): per arm and
+    task its generations' answer scores, what ``washexp power`` splits into variance components."""
+    cohort = dict(zip(conds["task"], conds["cohort"], strict=False))
+    return [
+        {"arm": arm, "cohort": cohort[task], "task": task, "metric": key, "scores": nested}
+        for arm, tasks in nested_scores(conds, uri, key).items()
+        for task, nested in sorted(tasks.items())
+    ]
+
+
 def _generations(table: pd.DataFrame) -> dict[str, dict[int, float]]:
     """run -> generation -> retention (the share of fields retained; 0 without a context)."""
     if table.empty:
