@@ -298,9 +298,13 @@ def _ceiling(parents: pd.DataFrame, kids: pd.DataFrame) -> Table:
                     "lower_bound": bool(_value(k, "store_ceiling_lower_bound")),
                     "muscle_lost": _value(k, "muscle_lost"),
                     "fat_removed_pct": _value(k, "fat_removed_pct"),
-                    "rounds_copied": _value(k, "rounds_copied"),
-                    "cost_tokens_idle": _value(k, "cost_tokens_idle"),
                     "status": k["status"],
+                    # runs since rounds were told apart (issue 49); earlier records keep their keys
+                    **(
+                        {"rounds_copied": copied, "cost_tokens_idle": _value(k, "cost_tokens_idle")}
+                        if (copied := _value(k, "rounds_copied")) is not None
+                        else {}
+                    ),
                 }
             )
         for arm in ("off", "configured"):
