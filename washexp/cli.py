@@ -229,6 +229,7 @@ PASSTHROUGH = {
     "compare": "washexp.compare:main",
     "verify": "washexp.verify:main",
     "wash": "washexp.wash.cli.wash:main",
+    "tasks": "washexp.tasks.cli:main",
 }
 """Commands that parse their own arguments (``score`` keeps score.mjs's flags and exit codes)."""
 PASSTHROUGH_HELP = {
@@ -240,6 +241,7 @@ PASSTHROUGH_HELP = {
     "gate": "the fidelity gate: did a wash drop a structured value the plan did not name?",
     "feed": "write a growth feed's store after N sessions",
     "recall": "the recall of one cut per class, with the values lost (CoalWash's controlled scorer)",
+    "tasks": "generate a set of compaction tasks with planted facts, or verify a folder against its manifest",
 }
 
 
