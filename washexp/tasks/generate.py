@@ -30,6 +30,7 @@ from washexp.compaction.fixtures import Unit, load_task, structural_cohort
 from washexp.errors import ConfigError
 from washexp.tasks import filler, manifest
 from washexp.tasks.facts import KINDS, Fact, plan
+from washexp.tasks.planted import THIRDS
 from washexp.tokens import count
 
 GENERATOR = "washexp.tasks"
@@ -187,9 +188,6 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-
-THIRDS = ("first", "middle", "last")
 
 
 def _where(f: Fact, unit: int, units: tuple[Unit, ...], evidence: str) -> dict[str, Any]:

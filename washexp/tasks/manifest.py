@@ -60,6 +60,20 @@ def folder_digests(folder: Path) -> dict[str, str]:
     return {p.name: load_task(p).digest for p in sorted(folder.iterdir()) if p.is_dir()}
 
 
+def named_by(folder: Path, digests: dict[str, str]) -> str | None:
+    """The digest of ``folder``'s manifest when it has one (None when not a listed set), after
+    checking that each task loaded (id -> sha256) is the one it lists: a run on a set that is not
+    its manifest's fails before any work."""
+    path = folder / NAME
+    if not path.is_file():
+        return None
+    listed = read(path)["tasks"]
+    for name, sha in sorted(digests.items()):
+        if listed.get(name) != sha:
+            raise FixtureError(folder / name, None, f"is not the task {path} lists (run washexp tasks verify)")
+    return digest(path)
+
+
 def check(manifest: dict[str, Any], path: Path, folder: Path) -> None:
     """Raise FixtureError naming the first difference between ``folder`` and the manifest."""
     found = folder_digests(folder)
