@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from washexp.compaction.collect import dumps, read_file
+from washexp.compaction.collect import build, dumps, read_file
 from washexp.compaction.fixtures import Unit, load_task, structural_cohort
 from washexp.errors import ConfigError
 from washexp.tasks import filler, manifest
@@ -127,13 +127,6 @@ def build_task(params: Params, seed: int, index: int, folder: Path) -> None:
         Unit(i, f"call_{i + 1:02d}", "read_file", {"path": path}, read_file(source, path))
         for i, (path, _) in enumerate(files)
     )
-    messages: list[dict[str, Any]] = [{"role": "user", "content": query}]
-    for u, step in zip(units, steps, strict=True):
-        call = {"id": u.call_id, "name": "read_file", "arguments": u.arguments}
-        messages.append({"role": "assistant", "content": step["narration"], "tool_calls": [call]})
-        messages.append({"role": "tool", "tool_call_id": u.call_id, "name": "read_file", "content": u.content})
-    messages.append({"role": "assistant", "content": report, "final": True})
-
     needles = {f.field: f.needles for f in facts}
     task = {
         "id": folder.name,
@@ -154,7 +147,7 @@ def build_task(params: Params, seed: int, index: int, folder: Path) -> None:
     }
     _dump_yaml(folder / "collection.yaml", {"steps": steps, "final_report": report})
     _dump_yaml(folder / "task.yaml", task)
-    (folder / "trajectory.json").write_text(dumps({"messages": messages}), encoding="utf-8")
+    (folder / "trajectory.json").write_text(dumps(build(folder)), encoding="utf-8")  # the fixtures' own builder
     (folder / "generated.json").write_text(json.dumps(made, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
