@@ -231,6 +231,7 @@ PASSTHROUGH = {
     "power": "washexp.power:main",
     "wash": "washexp.wash.cli.wash:main",
     "import": "washexp.sessions.cli:main",
+    "tasks": "washexp.tasks.cli:main",
 }
 """Commands that parse their own arguments (``score`` keeps score.mjs's flags and exit codes)."""
 PASSTHROUGH_HELP = {
@@ -244,6 +245,7 @@ PASSTHROUGH_HELP = {
     "feed": "write a growth feed's store after N sessions",
     "recall": "the recall of one cut per class, with the values lost (CoalWash's controlled scorer)",
     "import": "agent sessions (openai, claude-code, atif, mlflow, otlp) as a compaction task set",
+    "tasks": "generate a set of compaction tasks with planted facts, or verify a folder against its manifest",
 }
 
 

@@ -23,6 +23,8 @@ from washexp.compaction.frozen import FrozenCache
 from washexp.compaction.generation import Generation, Outcome, condition_metrics, generation
 from washexp.compaction.jev import top_n
 from washexp.compaction.method import Method, builtin
+from washexp.tasks.planted import TABLE as PLANTED
+from washexp.tasks.planted import places
 from washexp.tokens import count
 
 CEILING_TOPN = 5
@@ -202,6 +204,9 @@ def run_condition(
         artifacts |= graded.artifacts
         tables |= graded.tables
         keys += graded.keys
+    planted = places(task.path, list(task.fields))
+    if planted is not None:  # a generated task: where each fact sits, for the by-kind and by-depth tables
+        tables[PLANTED] = [{**where, **row} for row in planted]
     facts = loss.ledger(where, gens, graded.grades if graded else None, answers * repeats, answers)
     tables[loss.LEDGER_TABLE] = [row._asdict() for row in facts]
     metrics |= loss.metrics(facts)

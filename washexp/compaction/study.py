@@ -39,6 +39,8 @@ from washexp.models.llama_server import prompt_tokens_evaluated
 from washexp.models.local import flat_params
 from washexp.provenance import code_digest, package_source, public_config
 from washexp.runner import Result, Work
+from washexp.tasks import manifest
+from washexp.tasks.planted import places
 from washexp.tracking.traces import ModelCall
 
 log = logging.getLogger("washexp")
@@ -90,6 +92,10 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         raise ConfigError(f"phase={c.phase!r}: expected one of {', '.join(PHASES)}")
     folder = sweep.root / cfg.benchmark.fixtures  # read once per command, as the source and commit
     tasks = sweep.shared(("tasks", str(folder), canonical_json(c.task)), lambda: load_tasks(folder, c.task))
+    taskset = sweep.shared(
+        ("taskset", str(folder), canonical_json(c.task)),
+        lambda: manifest.named_by(folder, {t.id: t.digest for t in tasks}),
+    )
     roles: Roles = sweep.shared(
         ("roles", canonical_json([vars(cfg.model), asdict(cfg.endpoint)])),
         lambda: roles_for(cfg.model, cfg.endpoint, sweep.root),
@@ -118,7 +124,7 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
     parent = Work(
         f"{arm.label} · arm",
         {**ident.spec, "tasks": {t.id: t.digest for t in tasks}},
-        {**params, "tasks": len(tasks)},
+        {**params, "tasks": len(tasks), **({"taskset": taskset} if taskset else {})},
         {**tags, "washexp.kind": "arm"},
     )
     children = [
@@ -126,12 +132,18 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
             f"{arm.label} · {t.id}",
             {**ident.spec, "task": t.id, "fixture": t.digest},
             {**params, "task": t.id, "cohort": t.cohort},
-            {**tags, "washexp.kind": "condition", "task": t.id, "cohort": t.cohort},
+            {**tags, "washexp.kind": "condition", "task": t.id, "cohort": t.cohort, **planted_tag(t)},
             key=t.id,
         )
         for t in tasks
     ]
     return ArmPlan(arm, method, tasks, cache, parent, children, public_config(cfg), source)
+
+
+def planted_tag(task: Task) -> dict[str, str]:
+    """``planted: facts`` on a condition whose task records its planted facts (checked here,
+    before any work): the record reads its ``planted.json`` table."""
+    return {"planted": "facts"} if places(task.path, list(task.fields)) is not None else {}
 
 
 def _family(cfg, method: Method, arm: Arm, roles: Roles) -> dict[str, Any]:

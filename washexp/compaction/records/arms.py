@@ -22,6 +22,7 @@ from washexp.compaction.records import notes as record_notes
 from washexp.compaction.records import tables as record_tables
 from washexp.compaction.records import variance as record_variance
 from washexp.compaction.records.data import compare_data
+from washexp.compaction.records.planted import planted_tables
 from washexp.compaction.records.runs import metric, provenance_head, study_runs, topn_of, unique, value
 from washexp.export import decide, plots, selection
 from washexp.export.records import Column, Plot, Record, Table
@@ -159,6 +160,7 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
     tables.append(generations)
     tables.append(record_tables.invalid_table(fconds))
     tables.append(record_tables.failed_contexts_table(fconds))
+    tables += planted_tables(fconds, uri, measured)
     repeats = record_variance.repeats_table(final)
     if repeats is not None:
         tables.append(repeats)
@@ -176,6 +178,7 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         "answers per context": int(first["params.answers_per_context"]),
         "tokenizer": TOKENIZER,
         "fixtures sha256 (task folder tree digest)": _fixtures(conds),
+        **({"task set manifest sha256": sets} if (sets := unique(arms, "params.taskset")) else {}),
         "sweeps (overrides)": selection.sweeps(arms["sweep"], arms["overrides"]),
         **run_facts(arms),
     }
