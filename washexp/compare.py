@@ -25,7 +25,7 @@ import math
 import sys
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any, NoReturn
@@ -221,7 +221,7 @@ def _from_model(name: str, uri: str, experiment: str, sweeps: tuple[str, ...]) -
         raise ConfigError(f"{MODEL}: name a model (model:NAME)")
     options = ExportOptions(uri=uri, experiment=experiment, sweeps=sweeps, model=name)
     if experiment in ("compaction", "wash"):
-        there = models_in(load_runs(options), experiment, options)
+        there = models_in(load_runs(replace(options, sweeps=())), experiment, options)  # its own message
         if name not in there:
             scope = f" in sweep {', '.join(sweeps)}" if sweeps else ""
             raise ConfigError(
