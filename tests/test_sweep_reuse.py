@@ -7,6 +7,7 @@ already" with no numbers. Real multiruns into one SQLite store; what they wrote 
 from __future__ import annotations
 
 import re
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -93,7 +94,7 @@ def test_the_closing_lines_give_the_reused_arms_numbers(sweeps):
     _, _, (one, two, _), (_, said, _) = sweeps
     assert f"washexp: sweep {two} · 6 arms · 6 conditions: 2 run, 4 reused, 0 failed" in said
     assert f"  reused:   4 arms finished in sweep {one}" in said
-    assert f"  records:  washexp -C {ROOT} export --sweep {two}" in said
+    assert f"  records:  washexp -C {shlex.quote(str(ROOT))} export --sweep {two}" in said
     for arm in ("S top0", "S top3", "H top0", "H top3"):
         reused = rf"{arm}: finished already.* · 1 condition reused from sweep {re.escape(one)} · retention primary \d"
         assert re.search(reused, said), arm
@@ -101,7 +102,7 @@ def test_the_closing_lines_give_the_reused_arms_numbers(sweeps):
 
 def test_a_sweep_of_reused_arms_alone_exports_verifies_and_fails_closed(sweeps, tmp_path):
     store, uri, (one, _, three), (_, _, said) = sweeps
-    assert f"  records:  washexp -C {ROOT} export --sweep {three}" in said
+    assert f"  records:  washexp -C {shlex.quote(str(ROOT))} export --sweep {three}" in said
     done = _washexp("export", "--sweep", three, "--tracking-uri", uri, "--out", str(tmp_path), "--bundle")
     assert done.returncode == 0, done.stderr
     (path,) = tmp_path.glob("compaction-*.json")

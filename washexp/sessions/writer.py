@@ -27,6 +27,7 @@ from washexp.errors import ConfigError, FixtureError
 from washexp.masking import MASK, mask, secret_values
 from washexp.sessions import named, planting
 from washexp.sessions.session import Session
+from washexp.tasks import manifest
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,10 @@ def write(sessions: list[Session], ids: list[str], plan: Plan, out: Path, source
             (folder / "trajectory.json").write_text(json.dumps(trajectory, indent=1, ensure_ascii=False) + "\n")
             (folder / "import.json").write_text(json.dumps(made, indent=1, ensure_ascii=False) + "\n")
         tasks = load_tasks(tmp)  # the loader's every rule, before the set exists under its name
-        manifest = {"tasks": {t.id: t.digest for t in tasks}}
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        # the task-set manifest a sweep checks the folder against (never the planting seed)
+        parameters = {**source, "plant": plan.plant, "named_facts": bool(plan.named)}
+        made = manifest.build("washexp import", __version__, parameters, {t.id: t.digest for t in tasks})
+        (tmp / manifest.NAME).write_text(manifest.dumps(made), encoding="utf-8")
         os.chmod(tmp, 0o777 & ~_umask())
         os.rename(tmp, out)
     except BaseException:
