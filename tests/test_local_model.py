@@ -193,10 +193,11 @@ def test_real_text_came_back_and_is_keyed_by_the_file_and_window(local):
     assert sha == "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32" and n_ctx == N_CTX
     assert {c.data.params["gguf_sha256"] for c in conds} == {sha}  # flat: the MLflow UI filters on it
     assert {r["model"] for r in records} == {f"{DEFAULT_NAME}@gguf-sha256:{sha}/n_ctx:{N_CTX}"}
-    # the reader alone asked for structured output: a JSON schema of the task's fact keys
+    # the reader asked for a JSON schema of the task's fact keys, the ranker for its scores; S and H none
     formats = {r["role"]: r["request"].get("response_format") for r in records if "request" in r}
     assert formats["read"]["type"] == "json_object" and formats["read"]["schema"]["required"] == ["facts"]
-    assert all(f is None for role, f in formats.items() if role != "read"), formats
+    assert formats["Jev"]["type"] == "json_object" and formats["Jev"]["schema"]["required"] == ["scores"]
+    assert all(f is None for role, f in formats.items() if role not in ("read", "Jev")), formats
 
 
 @pytest.mark.local
