@@ -129,3 +129,10 @@ def store(tmp_path: Path) -> Path:
 settings.register_profile("fixed", derandomize=True, database=None)
 settings.register_profile("explore")
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fixed"))
+
+
+def copy_record(record: Path, to: Path) -> Path:
+    """A copy of ``record``, its markdown, plots and bundle in ``to``, to break."""
+    for path in record.parent.glob(record.stem + "*"):
+        (shutil.copytree if path.is_dir() else shutil.copy)(path, to / path.name)
+    return to / record.name

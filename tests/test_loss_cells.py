@@ -4,24 +4,31 @@ real HTTP server on 127.0.0.1 with scripted replies (test equipment, never a mod
 Traps guarded: a ledger whose kept half is not the retention check or whose answered half is not
 the grade (cells crossed the wrong way round); a kept fact answered wrong counted as a compaction
 loss, a dropped fact answered right as a reading success; the record's cells not the sum of the
-ledgers; a reader-less run given invented answer cells.
+ledgers; a reader-less run given invented answer cells. And ``washexp verify`` regrading the
+bundle's raw replies: a bundle without them, a reply changed with its digest (a self-consistent
+bundle only regrading can catch), a task edited since grading regraded anyway.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import scripted_sweep
+from tests.conftest import copy_record, scripted_sweep
 from tests.openai_server import Script, serve
 from tests.test_export import export
 from washexp.compaction.loss import LEDGER_TABLE, Cell
+from washexp.hashing import sha256_bytes
 from washexp.tracking.reader import load_table
+from washexp.verify import main as verify
 
 TASKS = ("backup", "payment")
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "compaction"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +40,7 @@ def swept(tmp_path_factory):
     script.reader["backup"] = "inverted"
     with serve(script) as url:
         scripted_sweep(url, root, TASKS, "method=full,S", "topn=2")
-    export(root, root / "results")
+    export(root, root / "results", "--bundle")
     (record,) = (root / "results").glob("compaction-scripted-test-server-*.json")
     uri = f"sqlite:///{root / 'mlflow.db'}"
     client = MlflowClient(uri)
@@ -144,3 +151,54 @@ def test_an_arm_whose_runs_predate_the_ledger_says_so_not_no_reader():
     rows = loss_table([old, unread]).rows
     facts = [c for c in loss_table([old]).columns if c.key == "facts"][0]
     assert facts.render(rows[0]) == NO_LEDGER and facts.render(rows[1]) == NO_READER
+
+
+@pytest.fixture
+def exported(swept) -> Path:
+    root = swept[0]
+    (record,) = (root / "results").glob("compaction-scripted-test-server-*.json")
+    return record
+
+
+@pytest.fixture
+def copy(exported: Path, tmp_path: Path) -> Path:
+    return copy_record(exported, tmp_path)
+
+
+def test_the_bundled_replies_are_regraded_against_the_tasks(exported, capsys):
+    replies = sorted(exported.with_suffix(".bundle").glob("runs/*/answers/g*.json"))
+    assert len(replies) == 4, "the bundle keeps the reader's raw replies of every condition"
+    assert verify([str(exported), "--tasks", str(FIXTURES)]) == 0
+    n = sum(len(json.loads(p.read_text())) for p in replies)
+    assert (
+        f"{n} replies of 4 runs regraded against the tasks in {FIXTURES}: every grade agrees" in capsys.readouterr().out
+    )
+
+
+def test_a_reply_whose_regrade_differs_is_named(copy, capsys):
+    bundle = copy.with_suffix(".bundle")
+    reply = sorted(bundle.glob("runs/*/answers/g0.json"))[0]
+    doc = json.loads(reply.read_text())
+    doc[0]["text"] = '{"facts": {}}'  # every field now wrong; the digest follows, so only regrading sees it
+    reply.write_text(json.dumps(doc))
+    runs = json.loads((bundle / "runs.json").read_text())
+    run_col, tag_col = (runs["columns"].index(c) for c in ("run_id", "tags.washexp.sha256.answers/g0.json"))
+    for row in runs["rows"]:
+        if row[run_col] == reply.parent.parent.name:
+            row[tag_col] = sha256_bytes(reply.read_bytes())
+    (bundle / "runs.json").write_text(json.dumps(runs))
+    assert verify([str(copy), "--tasks", str(FIXTURES)]) == 1
+    err = capsys.readouterr().err
+    assert f"run {reply.parent.parent.name} (" in err and "), generation 0, answer 0, field " in err, err
+    assert "(True, False, False), regraded (False, False, True)" in err, err
+
+
+def test_a_task_changed_since_grading_is_said_not_regraded(copy, tmp_path, capsys):
+    tasks = tmp_path / "tasks"
+    shutil.copytree(FIXTURES / "backup", tasks / "backup")
+    yaml = tasks / "backup" / "task.yaml"
+    yaml.write_text(yaml.read_text() + "\n# edited\n")
+    assert verify([str(copy), "--tasks", str(tasks)]) == 0
+    out = capsys.readouterr().out
+    assert "not regraded: backup (changed since it was graded), payment (not in the folder)" in out, out
+    assert verify([str(copy), "--tasks", str(tmp_path / "absent")]) == 2

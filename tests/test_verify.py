@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import copy_record, run_cli
 from washexp.cli import main as washexp
 from washexp.verify import main as verify
 
@@ -30,10 +30,7 @@ def exported(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def copy(exported: Path, tmp_path: Path) -> Path:
-    """A copy of the record, its markdown and its bundle, to break."""
-    for path in exported.parent.glob(exported.stem + "*"):
-        (shutil.copytree if path.is_dir() else shutil.copy)(path, tmp_path / path.name)
-    return tmp_path / exported.name
+    return copy_record(exported, tmp_path)
 
 
 def test_a_bundled_record_verifies(exported, capsys):

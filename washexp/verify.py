@@ -166,6 +166,10 @@ def main(argv: list[str]) -> int:
     )
     p.add_argument("record", help="a record .json (or its .md)")  # pragma: no mutate
     p.add_argument(
+        "--tasks",
+        help="the tasks the bundled replies are regraded against (default: the project's fixtures/compaction)",
+    )
+    p.add_argument(
         "--tracking-uri",
         help="recompute from this store instead of the bundle beside the record",  # pragma: no mutate
     )
@@ -173,6 +177,7 @@ def main(argv: list[str]) -> int:
         args = p.parse_args(argv)
         path, record = load_record(args.record)
         found = verify(path, record, args.tracking_uri)
+        regraded = None if found or args.tracking_uri else regrade_bundle(path, record, args.tasks)
     except (_Usage, WashexpError) as err:
         print(f"washexp verify: {err}", file=sys.stderr)
         # a bundle that is not what its manifest says is a finding (1), not a usage error
@@ -182,4 +187,28 @@ def main(argv: list[str]) -> int:
         print(f"DIFFERS {found}")
         return 1
     print(f"verified {path}: every value recomputed from {args.tracking_uri or path.with_suffix('.bundle')}")
+    if regraded:
+        print(regraded)
     return 0
+
+
+def regrade_bundle(path: Path, record: dict, tasks: str | None) -> str | None:
+    """What regrading the bundle's replies found (:mod:`washexp.regrade`); None for a wash record."""
+    from washexp.project import find_root
+    from washexp.regrade import regrade
+    from washexp.tracking import bundle
+
+    if record.get("topic") != "compaction":
+        return None
+    if tasks is not None:
+        folder = Path(tasks)
+        if not folder.is_dir():
+            raise ConfigError(f"--tasks {tasks}: no such folder")
+    else:
+        try:
+            folder = find_root() / "fixtures" / "compaction"
+        except ConfigError:
+            return "replies not regraded: not inside a washexp project (name the tasks with --tasks DIR)"
+    root = path.with_suffix(".bundle")
+    experiment = str(bundle.info(root)["options"]["experiment"])
+    return regrade(bundle.PREFIX + str(root), experiment, folder).said(folder)

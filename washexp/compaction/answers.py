@@ -9,6 +9,9 @@ from washexp.compaction.artifacts import to_json
 from washexp.compaction.fixtures import Task
 from washexp.compaction.grading import AnswerGrade, grade
 
+GRADES = "grades.json"
+"""The table of every graded answer, field by field (:func:`grade_rows`)."""
+
 
 @dataclass(frozen=True)
 class Graded:
@@ -48,20 +51,7 @@ def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1)
         by_gen[gen.g] = grades
         graded += len(grades)
         format_failures += sum(gr.format_failure for gr in grades)
-        for i, gr in enumerate(grades):
-            where_answer = {"answer": i % answers, **({"repeat": i // answers} if repeats > 1 else {})}
-            rows += [
-                {
-                    **where,
-                    "generation": gen.g,
-                    **where_answer,
-                    "field": f,
-                    "correct": ok,
-                    "malformed": gr.malformed,
-                    "format_failure": gr.format_failure,
-                }
-                for f, ok in gr.fields.items()
-            ]
+        rows += grade_rows(where, gen.g, grades, answers, repeats)
         counted = [r.prompt_tokens for r in replies if r.prompt_tokens is not None]
         if counted:  # one context, one size: the endpoint's count of its answers' (equal) requests
             api_tokens[gen.g] = sum(counted) / len(counted)
@@ -94,7 +84,28 @@ def grade_answers(task: Task, gens, answers: int, where: dict, repeats: int = 1)
     }
     if repeats > 1:
         metrics |= repeat_metrics([task_score(r) for r in per_repeat])
-    return Graded(metrics, artifacts, {"grades.json": rows}, keys, by_gen)
+    return Graded(metrics, artifacts, {GRADES: rows}, keys, by_gen)
+
+
+def grade_rows(where: dict, g: int, grades: list[AnswerGrade], answers: int, repeats: int) -> list[dict]:
+    """The ``grades.json`` rows of one generation's graded answers, field by field (the rows a
+    record is built from; ``washexp verify`` rebuilds them from the bundled replies)."""
+    rows = []
+    for i, gr in enumerate(grades):
+        where_answer = {"answer": i % answers, **({"repeat": i // answers} if repeats > 1 else {})}
+        rows += [
+            {
+                **where,
+                "generation": g,
+                **where_answer,
+                "field": f,
+                "correct": ok,
+                "malformed": gr.malformed,
+                "format_failure": gr.format_failure,
+            }
+            for f, ok in gr.fields.items()
+        ]
+    return rows
 
 
 def repeat_metrics(scores: list[float | None]) -> dict[str, float | None]:

@@ -3,8 +3,9 @@
 (layout and checks: :mod:`washexp.tracking.bundle`).
 
 Small by construction: the tables the record's builder read (recorded by
-``tracking.reader.load_table``) with their runs' manifests, and the runs table of those runs'
-sweeps (the builder selects arms and conditions from it); never traces, recordings or plots.
+``tracking.reader.load_table``) with their runs' manifests, the reader's raw replies beside each
+run's grades (so every answer can be regraded without the model), and the runs table of those
+runs' sweeps (the builder selects arms and conditions from it); never traces, recordings or plots.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from washexp.compaction.answers import GRADES
 from washexp.errors import ConfigError
 from washexp.export.records import Record
 from washexp.tracking import bundle, reader
@@ -103,11 +105,21 @@ def contents(record: Record, options, runs) -> dict[str, bytes]:
     rebuilt = [r for r in rebuilt if r.platform == record.platform] or rebuilt  # a study's and its cycles'
     if len(rebuilt) != 1 or json.loads(rebuilt[0].to_json())["data"] != json.loads(record.to_json())["data"]:
         raise ConfigError(f"{record.stem}: rebuilt alone for its bundle, the record differs (name one --model)")
+    reads += replies(kept, reads)
     files = {f"runs/{run_id}/{name}": reader.artifact_bytes(options.uri, run_id, name) for run_id, name in reads}
     files[RUNS] = (json.dumps(runs_doc(kept), sort_keys=True) + "\n").encode("utf-8")
     doc = {"schema": SCHEMA, "record": f"{record.stem}.json", "options": options_doc(own)}
     files[INFO] = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8")
     return files
+
+
+def replies(runs, reads: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The reply files (``answers/g<N>.json``) of every run whose grades the record read, as its
+    manifest lists them: what ``washexp verify`` regrades."""
+    graded = [run_id for run_id, name in reads if name == GRADES]
+    names = sorted(c.removeprefix(bundle.TAG) for c in runs.columns if bundle.REPLIES.match(c.removeprefix(bundle.TAG)))
+    rows = runs.set_index("run_id")
+    return [(r, n) for r in graded for n in names if isinstance(rows.at[r, bundle.TAG + n], str)]
 
 
 def write(stem: str, files: dict[str, bytes], out: Path) -> Path:

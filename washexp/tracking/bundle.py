@@ -8,6 +8,8 @@ git, and there is no archive format to parse from untrusted input)::
     runs.json                      the runs table (columns, dtypes, rows) of the record's sweeps;
                                    its ``washexp.sha256.*`` tags are each run's manifest
     runs/<run_id>/<table>.json     each table the record reads, byte for byte
+    runs/<run_id>/answers/g<N>.json  the reader's raw replies beside a run's grades (regraded by
+                                   ``washexp verify`` against the tasks: :mod:`washexp.regrade`)
 
 Everything here is untrusted input: run ids are hex, file names are the code's own, no symlink is
 followed, sizes are capped, and every table is checked against its run's manifest before use (the
@@ -36,8 +38,10 @@ RUNS = "runs.json"
 TAG = "tags.washexp.sha256."
 """A run's manifest, as its tags mirror it: ``washexp.sha256.<file>`` is the file's digest."""
 RUN_ID = re.compile(r"^[0-9a-f]{8,64}$")
-FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-"""An artifact the bundle may hold: a plain name in the run's folder (no ``/``, no ``..``)."""
+FILE = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|answers/g[0-9]{1,4}\.json)$")
+"""An artifact the bundle may hold: a plain name in the run's folder (no ``..``), or a reply
+file of one generation (``answers/g<N>.json``, the model's raw replies ``washexp verify`` regrades)."""
+REPLIES = re.compile(r"^answers/g([0-9]{1,4})\.json$")
 MAX_FILE = 32 * 1024 * 1024
 MAX_RUNS = 128 * 1024 * 1024
 MAX_DEPTH = 64
@@ -175,7 +179,7 @@ def artifact(uri: str, run_id: str, name: str) -> bytes:
     listed = row[column].iloc[0] if column in row.columns else None
     if not isinstance(listed, str):
         raise BundleMismatch(f"bundle artifact {run_id}/{name}: not in the run's manifest")
-    data = read_safe(root, ("runs", run_id, name))
+    data = read_safe(root, ("runs", run_id, *name.split("/")))
     if sha256_bytes(data) != listed:
         raise BundleMismatch(
             f"bundle artifact {run_id}/{name}: sha256 {sha256_bytes(data)} is not the manifest's {listed}"
