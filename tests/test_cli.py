@@ -19,3 +19,20 @@ def test_help_names_every_command(capsys, monkeypatch):
     assert set(cli.PASSTHROUGH_HELP) == set(cli.PASSTHROUGH)
     for name in ("export", "ui", "server", *cli.PASSTHROUGH):
         assert re.search(rf"^\s+{name}\s+\S", out, flags=re.M), name
+
+
+@pytest.mark.parametrize("command", ["export", "runs", "ui"])
+def test_a_store_command_outside_a_project_says_how_to_name_one(tmp_path, monkeypatch, capsys, command):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([command]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"washexp: {tmp_path}: not inside a washexp project"), line
+    assert line.endswith(f"cd into one, or name it: washexp -C <project> {command}"), line
+
+
+def test_help_outside_a_project_is_the_help(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["--help"])
+    assert ended.value.code == 0
+    assert "{export,ui,runs,server}" in capsys.readouterr().out

@@ -274,7 +274,9 @@ def _main(argv: list[str]) -> int:
     try:
         root = find_root()
     except WashexpError as err:
-        print(f"washexp: {err}", file=sys.stderr)
+        if not argv or {"-h", "--help"} & set(argv):  # help reads no project: print it anywhere
+            _parser(Path.cwd()).parse_args(argv)
+        print(f"washexp: {err}: cd into one, or name it: washexp -C <project> {argv[0]}", file=sys.stderr)
         return 2
     args = _parser(root).parse_args(argv)
     try:
