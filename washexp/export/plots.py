@@ -13,11 +13,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import MaxNLocator, ScalarFormatter  # noqa: E402
 
 from washexp.ledger import plural  # noqa: E402
 
-COLORS = {"S": "tab:blue", "H": "tab:orange", "Full": "black"}
+COLORS = {"S": "tab:blue", "H": "tab:orange", "mask": "tab:green", "Full": "black"}
 FULL = "Full (the whole trajectory)"
 _SIZE, _DPI = (10.0, 4.2), 110
 
@@ -177,6 +177,7 @@ def cliff_curves(
         xs, ys = zip(*half, strict=True)
         ax.plot(xs, ys, linestyle="--", color=COLORS["Full"], label="half of Full's")
     ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())  # 1024, not 2^10: the grid as the tables write it
     ax.set_xlabel(xlabel)
     ax.set_ylim(-0.02, 1.08)
     ax.grid(alpha=0.3)

@@ -3,15 +3,24 @@ and against trajectory length beside Full's, and where it falls under half of Fu
 
 Read from each finished cliff condition's own metrics (the method's ``retention`` and Full's
 ``full_retention`` on the same task; ``fact_accuracy`` too with a reader). The crossing and its
-interval are :func:`washexp.compaction.cliff.crossing` (the records' sign-flip interval over
-tasks); a method that never falls under within a grid is said to, never extrapolated.
+interval (:func:`crossing`):
+
+Each grid point's per-task value is ``d = score - FULL_SHARE * Full's score`` on the same task;
+the point is *under* when ``mean(d) < 0`` (beyond float noise: exactly half is not under). Ordered
+from the gentle end of an axis (the largest budget, the shortest length) to the harsh end, the
+crossing is the first point under; its interval, on the grid, runs from the last gentler point
+whose ``d`` interval (the records' own sign-flip interval, :func:`washexp.export.decide.interval`)
+lies wholly above 0 to the first point from the crossing on whose interval lies wholly below 0.
+No point under: the method never crosses within the grid, said as such and never extrapolated.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import pandas as pd
 
-from washexp.compaction.cliff import FULL_SHARE, Crossing, Point, crossing
 from washexp.compaction.records.runs import ARM_COLUMNS, provenance_head
 from washexp.export import decide, plots, selection
 from washexp.export.records import Column, Plot, Record, Table
@@ -26,6 +35,65 @@ REFERENCE = (
     "model result. Its retention says where a method drops facts mechanically as the budget shrinks or the "
     "trajectory grows; nothing was answered."
 )
+
+
+FULL_SHARE = 0.5
+"""The cliff's edge: a score under this share of Full's."""
+TIE = 1e-9
+"""Float noise: a mean of d (or an end of its interval) within it of 0 is 0: exactly half of Full's."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One grid point of one axis: its value and the per-task ``d`` (see the module docstring)."""
+
+    x: int
+    d: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return sum(self.d) / len(self.d)
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return decide.interval(list(self.d))
+
+    @property
+    def under(self) -> bool:
+        return self.mean < -TIE
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """Where an axis's points, gentle to harsh, first fall under (None: never within the grid)."""
+
+    at: int | None
+    sure_over: int | None
+    """The last point before ``at`` whose interval lies wholly above 0 (None: none is sure)."""
+    sure_under: int | None
+    """The first point from ``at`` on whose interval lies wholly below 0 (None: none is sure)."""
+
+    gentlest: bool = False
+    """The crossing is the grid's gentle end: under already at every point measured."""
+
+    def describe(self, unit: str) -> str:
+        if self.at is None:
+            return "never crosses within the grid"
+        if self.gentlest:
+            return f"under already at the grid's gentle end, {self.at} {unit} (the crossing lies outside the grid)"
+        over = "no gentler point surely above" if self.sure_over is None else f"surely above at {self.sure_over}"
+        under = "no point surely under" if self.sure_under is None else f"surely under at {self.sure_under}"
+        return f"{self.at} {unit} ({over}; {under})"
+
+
+def crossing(points: Sequence[Point]) -> Crossing:
+    """The crossing of ``points`` ordered from the gentle end to the harsh end of an axis."""
+    first = next((i for i, p in enumerate(points) if p.under), None)
+    if first is None:
+        return Crossing(None, None, None)
+    over = [p.x for p in points[:first] if p.interval[0] > TIE]  # a closed interval ending at 0 holds 0
+    under = [p.x for p in points[first:] if p.interval[1] < -TIE]
+    return Crossing(points[first].x, over[-1] if over else None, under[0] if under else None, first == 0)
 
 
 def has_cliff(runs: pd.DataFrame) -> bool:
