@@ -181,3 +181,36 @@ def test_the_cliff_sweep_generates_its_sets_and_its_record_verifies(tmp_path, ca
     Path(record).write_text(json.dumps(doc, indent=1))
     assert verify([str(record)]) == 1
     assert "cliff_s" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_with_a_reader_the_cliff_has_fact_accuracy_beside_retention(tmp_path):
+    """On a served model (the scripted server, its reader answering the facts written in its
+    context): each condition logs fact accuracy for the method and for Full, and the record finds
+    a crossing on it too."""
+    from tests.conftest import scripted_sweep
+    from tests.openai_server import Script, serve
+    from washexp.cli import main as washexp
+    from washexp.tasks.generate import generate
+
+    grid = ["cliff.tasks=2", "cliff.lengths=[1000]", "cliff.budgets=[64,1024]", "cliff.budget_length=1000"]
+    grid += ["cliff.length_budget=1024"]
+    known = tmp_path / "known"  # the same set the sweep generates (same seed): the server's answer key
+    generate(Grid.of(_grid(seed=52, lengths=[1000], budget_length=1000)).set_params(1000), 52, known)
+    script = Script(tasks_root=known)
+    script.models["scripted"] = "context"
+    with serve(script) as url:
+        scripted_sweep(url, tmp_path / "s", ("gen00000", "gen00001"), "measurement=cliff", "method=S", *grid)
+    assert script.count("read") > 0
+    uri = f"sqlite:///{tmp_path / 's' / 'mlflow.db'}"
+    assert washexp(["export", "--tracking-uri", uri, "--out", str(tmp_path / "out")]) == 0
+    (record,) = (tmp_path / "out").glob("*-cliff-*.json")
+    doc = json.loads(record.read_text())
+    rows = doc["data"]["cliff_conditions"]
+    assert len(rows) == 4 and all(r["fact_accuracy"] is not None and r["full_fact_accuracy"] is not None for r in rows)
+    scored = {(r["score"], r["axis"]) for r in doc["tables"]["cliff"]["rows"]}
+    assert scored == {(s, a) for s in ("retention", "fact_accuracy") for a in ("budget", "length")}
+    assert {p.name.removeprefix(record.stem) for p in (tmp_path / "out").glob(record.stem + "-*.png")} >= {
+        "-fact_accuracy-vs-budget.png",
+        "-fact_accuracy-vs-length.png",
+    }

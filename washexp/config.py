@@ -161,11 +161,12 @@ class MethodConfig:
 @dataclass
 class CompactionMeasurementConfig:
     """The compaction benchmark's ``measurement`` option (``conf/measurement/single.yaml``,
-    ``cycles.yaml``: ``# @package compaction.measurement``, beside wash's ``wash.measurement``)."""
+    ``cycles.yaml``, ``cliff.yaml``: ``# @package compaction.measurement``, beside wash's ``wash.measurement``)."""
 
     name: str = "single"
-    """``single`` (one compaction of the whole trajectory: the study) or ``cycles`` (repeated
-    compaction, ``washexp.compaction.cycles``)."""
+    """``single`` (one compaction of the whole trajectory: the study), ``cycles`` (repeated
+    compaction, ``washexp.compaction.cycles``) or ``cliff`` (retention against budget and length
+    over generated sets, ``washexp.compaction.cliff``)."""
     k: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
     """Cycles: the segment counts a trajectory is split into, each a condition of its own."""
     split: str = "turns"
@@ -197,7 +198,7 @@ class CompactionConfig:
     phase: str = "final"
     """``final`` or ``preflight`` (a format preflight: kept, never counted in final metrics)."""
     measurement: CompactionMeasurementConfig = field(default_factory=CompactionMeasurementConfig)
-    """The ``measurement`` option: ``single`` (the default) or ``cycles``."""
+    """The ``measurement`` option: ``single`` (the default), ``cycles`` or ``cliff``."""
 
 
 @dataclass
