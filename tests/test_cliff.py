@@ -122,6 +122,25 @@ def test_masking_at_a_budget_keeps_the_latest_outputs_that_fit():
     assert mask_keep(task, 10**9) == len(task.units)
 
 
+@pytest.mark.slow  # ~0.8 s (the reference roles and two conditions): over the default suite's per-test budget
+def test_the_budget_is_the_summary_allowance_and_the_study_rule_stays_the_default():
+    from washexp.compaction import budget
+    from washexp.compaction.condition import Arm, run_condition
+    from washexp.compaction.context import evidence_tokens
+    from washexp.compaction.frozen import FrozenCache
+    from washexp.compaction.method import builtin
+    from washexp.compaction.roles import roles_for
+    from washexp.config import ModelConfig
+
+    task = load_tasks(ROOT / "fixtures" / "compaction", "payment")[0]
+    cache = FrozenCache(roles_for(ModelConfig(name="reference")))
+    # S alone (H's sizes are the same call, and each condition costs time in the default suite)
+    given = run_condition(task, Arm("S", 0), cache, 1, 0, method=builtin("S"), allowance=100)
+    assert given.metrics["allowance"] == 100
+    study = run_condition(task, Arm("S", 0), cache, 1, 0, method=builtin("S"))
+    assert study.metrics["allowance"] == budget.allowance(evidence_tokens(task)) != 100
+
+
 # --- the real command ---------------------------------------------------------------------------
 
 GRID = [
