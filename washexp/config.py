@@ -161,15 +161,28 @@ class MethodConfig:
 @dataclass
 class CompactionMeasurementConfig:
     """The compaction benchmark's ``measurement`` option (``conf/measurement/single.yaml``,
-    ``cycles.yaml``: ``# @package compaction.measurement``, beside wash's ``wash.measurement``)."""
+    ``cycles.yaml``, ``cliff.yaml``: ``# @package compaction.measurement``, beside wash's ``wash.measurement``)."""
 
     name: str = "single"
-    """``single`` (one compaction of the whole trajectory: the study) or ``cycles`` (repeated
-    compaction, ``washexp.compaction.cycles``)."""
+    """``single`` (one compaction of the whole trajectory: the study), ``cycles`` (repeated
+    compaction, ``washexp.compaction.cycles``) or ``cliff`` (retention against budget and length
+    over generated sets, ``washexp.compaction.cliff``)."""
     k: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
     """Cycles: the segment counts a trajectory is split into, each a condition of its own."""
     split: str = "turns"
     """Cycles: how a trajectory is split (``turns``: contiguous turns, as equal in number as they go)."""
+    seed: int = 52
+    """Cliff: the seed of its generated sets (``washexp.compaction.cliff``)."""
+    tasks: int = 8
+    """Cliff: tasks per generated set (one set per length)."""
+    budgets: list[int] = field(default_factory=lambda: [64, 128, 256, 512, 1024, 2048, 4096, 8192])
+    """Cliff: the compaction budgets (Qwen tokens) swept at ``budget_length``."""
+    budget_length: int = 8000
+    """Cliff: the trajectory length (Qwen tokens of tool results) of the budget axis."""
+    lengths: list[int] = field(default_factory=lambda: [1000, 2000, 4000, 8000, 16000, 32000, 64000])
+    """Cliff: the trajectory lengths swept at ``length_budget``."""
+    length_budget: int = 1024
+    """Cliff: the compaction budget of the length axis."""
 
 
 @dataclass
@@ -185,7 +198,7 @@ class CompactionConfig:
     phase: str = "final"
     """``final`` or ``preflight`` (a format preflight: kept, never counted in final metrics)."""
     measurement: CompactionMeasurementConfig = field(default_factory=CompactionMeasurementConfig)
-    """The ``measurement`` option: ``single`` (the default) or ``cycles``."""
+    """The ``measurement`` option: ``single`` (the default), ``cycles`` or ``cliff``."""
 
 
 @dataclass
@@ -286,6 +299,7 @@ SHORT_PREFIXES = {
     "gauge.": "wash.gauge.",
     "measurement.": "wash.measurement.",
     "cycles.": "compaction.measurement.",
+    "cliff.": "compaction.measurement.",
     "controlled.": "wash.measurement.",
     "chain.": "wash.measurement.",
 }
@@ -322,6 +336,12 @@ WHERE_USED: dict[str, str] = {
     "model.answers_per_context": "compaction with a reader (without one, e.g. the reference backend: 0)",
     "compaction.measurement.k": "cycles': each condition's k",
     "compaction.measurement.split": "cycles': the split rule",
+    "compaction.measurement.seed": "cliff's: its sets' seed",
+    "compaction.measurement.tasks": "cliff's: its sets' size",
+    "compaction.measurement.budgets": "cliff's: its budget axis",
+    "compaction.measurement.budget_length": "cliff's: its budget axis",
+    "compaction.measurement.lengths": "cliff's: its length axis",
+    "compaction.measurement.length_budget": "cliff's: its length axis",
     "wash.feed": "sawtooth's",
     "wash.store": "not sawtooth's",
     "wash.measurement.sessions": "sawtooth's",

@@ -69,12 +69,19 @@ class Sizes:
     ceiling: int | None
 
 
-def task_sizes(task: Task, cache: FrozenCache, generations: int, full_only: bool = False, ranker: str = "jev") -> Sizes:
-    """The allowance comes from source length alone; the ceiling is enlarged to fit the S
-    contexts that exist: S + Top 5 of each generation whose S and ranking succeeded, S alone
-    where only the ranking failed, nothing from a failed S."""
+def task_sizes(
+    task: Task,
+    cache: FrozenCache,
+    generations: int,
+    full_only: bool = False,
+    ranker: str = "jev",
+    allowance: int | None = None,
+) -> Sizes:
+    """The allowance comes from source length alone (unless given: the cliff's budget); the
+    ceiling is enlarged to fit the S contexts that exist: S + Top 5 of each generation whose S and
+    ranking succeeded, S alone where only the ranking failed, nothing from a failed S."""
     evidence = evidence_tokens(task)
-    allow = budget.allowance(evidence)
+    allow = budget.allowance(evidence) if allowance is None else allowance
     protected = protected_tokens(task)
     full = full_context(task).input_tokens
     if full_only:
@@ -162,14 +169,17 @@ def run_condition(
     h_impl: str = "native",
     method: Method | None = None,
     repeats: int = 1,
+    allowance: int | None = None,
 ) -> ConditionResult:
     """Metrics, artifacts and MLflow tables of one condition (see :class:`ConditionResult`).
     ``method``: the arm's method (default: the study's method ``arm.method`` names); ``repeats``:
-    how many times the answering step runs (``model.repeats``)."""
+    how many times the answering step runs (``model.repeats``); ``allowance``: the summary
+    allowance in tokens instead of the study's rule (the cliff's budget)."""
     method = method or builtin(arm.method, h_impl)
     roles = cache.roles
     # a baseline has no checked body: no ceiling to size, and S only where the hybrid asks for it
-    sizes = task_sizes(task, cache, generations, method.whole or isinstance(method, Baseline), arm.ranker)
+    whole = method.whole or isinstance(method, Baseline)
+    sizes = task_sizes(task, cache, generations, whole, arm.ranker, allowance)
     if method.checked:  # the checked bodies of all generations at once
         roles.each(lambda g: method.part(cache, task, g, sizes.allowance), generations)
     gens: list[Generation] = [

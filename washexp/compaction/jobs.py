@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from washexp.errors import ConfigError
 
-MEASUREMENTS = ("single", "cycles")
+MEASUREMENTS = ("single", "cycles", "cliff")
 """``single``: one compaction per task (:mod:`washexp.compaction.study`); ``cycles``: repeated
-compaction (:mod:`washexp.compaction.cycles_job`)."""
+compaction (:mod:`washexp.compaction.cycles_job`); ``cliff``: retention against budget and length over
+generated sets (:mod:`washexp.compaction.cliff_job`)."""
 
 
 def run_job(cfg, job, sweep) -> None:
@@ -16,6 +17,10 @@ def run_job(cfg, job, sweep) -> None:
         from washexp.compaction import cycles_job
 
         cycles_job.run_job(cfg, job, sweep)
+    elif name == "cliff":
+        from washexp.compaction import cliff_job
+
+        cliff_job.run_job(cfg, job, sweep)
     elif name == "single":
         from washexp.compaction import study
 

@@ -108,9 +108,9 @@ def build(options: ExportOptions, runs: Any = None) -> list[Record]:
     stems = [r.stem for r in records]
     if len(set(stems)) < len(stems):  # two models of one platform on one day: each record names its model
         records = [r.with_platform(f"{r.platform}-{crossmodel.slug(str(r.provenance['model']))}") for r in records]
-    # one model's records may be several (the compaction study's and its cycles'): the cross-model
-    # record puts several models' study records side by side (a cycles record has none of its own)
-    studies = [r for r in records if r.provenance.get("measurement") != "cycles"]
+    # one model's records may be several (the compaction study's, its cycles' and its cliff's): the cross-model
+    # record puts several models' study records side by side (a cycles or cliff record has none)
+    studies = [r for r in records if r.provenance.get("measurement") not in ("cycles", "cliff")]
     models = tuple(dict.fromkeys(str(r.provenance["model"]) for r in studies))
     if options.model is not None or topic not in crossmodel.PARENT_KIND or len(models) < 2:
         return records

@@ -13,11 +13,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import MaxNLocator, ScalarFormatter  # noqa: E402
 
 from washexp.ledger import plural  # noqa: E402
 
-COLORS = {"S": "tab:blue", "H": "tab:orange", "Full": "black"}
+COLORS = {"S": "tab:blue", "H": "tab:orange", "mask": "tab:green", "Full": "black"}
 FULL = "Full (the whole trajectory)"
 _SIZE, _DPI = (10.0, 4.2), 110
 
@@ -155,4 +155,31 @@ def lines(series: Mapping[str, Sequence[tuple[float, float]]], xlabel: str, ylab
     ax.set_xlabel(xlabel)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")
+    return _png(fig, axes, ylabel, title)
+
+
+def cliff_curves(
+    by_method: Mapping[str, Sequence[tuple[int, float]]],
+    half: Sequence[tuple[int, float]],
+    xlabel: str,
+    ylabel: str,
+    title: str,
+) -> bytes:
+    """The cliff: one line per method of (grid value, mean score), the x axis in powers of two,
+    and half of Full's mean score dashed (the edge a method falls off)."""
+    fig, axes = plt.subplots(1, 1, figsize=_SIZE, squeeze=False)
+    ax = axes[0][0]
+    for name, points in by_method.items():
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, marker="o", label=name, color=COLORS.get(name))
+    if half:
+        xs, ys = zip(*half, strict=True)
+        ax.plot(xs, ys, linestyle="--", color=COLORS["Full"], label="half of Full's")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())  # 1024, not 2^10: the grid as the tables write it
+    ax.set_xlabel(xlabel)
+    ax.set_ylim(-0.02, 1.08)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best")
     return _png(fig, axes, ylabel, title)

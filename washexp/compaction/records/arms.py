@@ -14,6 +14,7 @@ import json
 
 import pandas as pd
 
+from washexp.compaction.records import cliff as record_cliff
 from washexp.compaction.records import closed as record_closed
 from washexp.compaction.records import cycles as record_cycles
 from washexp.compaction.records import decisions as record_decisions
@@ -43,10 +44,12 @@ REFERENCE_HEADLINE = (
 
 def build(runs: pd.DataFrame, options) -> list[Record]:
     """The study's record per model, and the cycles record per model where ``measurement=cycles``
-    runs exist (:mod:`washexp.compaction.records.cycles`)."""
+    runs exist (:mod:`washexp.compaction.records.cycles`), and the cliff record where ``measurement=cliff``
+    runs exist (:mod:`washexp.compaction.records.cliff`)."""
     cycles = record_cycles.build(runs, options) if record_cycles.has_cycles(runs) else []
+    cycles += record_cliff.build(runs, options) if record_cliff.has_cliff(runs) else []
     arms = selection.parents(runs, "arm", model=options.model, sweeps=options.sweeps, until=options.date)
-    if cycles and arms.empty:  # a cycles sweep alone: its record, not "no arm runs match"
+    if cycles and arms.empty:  # a cycles (or cliff) sweep alone: its record, not "no arm runs match"
         return cycles
     return _study(runs, options) + cycles
 
