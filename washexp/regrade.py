@@ -33,8 +33,12 @@ class Regraded:
     runs: int
     skipped: tuple[str, ...]
     """Tasks whose replies were not regraded, each with why (not found, or changed since)."""
+    logged: bool
+    """Whether any run logged replies (a record without a reader has none to regrade)."""
 
-    def said(self, tasks: Path) -> str:
+    def said(self, tasks: Path) -> str | None:
+        if not self.logged:
+            return None
         if not self.replies and not self.skipped:
             return "no replies in the bundle to regrade (exported before bundles kept them)"
         done = f"{self.replies} replies of {self.runs} runs regraded against the tasks in {tasks}: every grade agrees"
@@ -77,7 +81,7 @@ def regrade(uri: str, experiment: str, tasks: Path) -> Regraded:
     runs = bundle.search(uri, experiment)
     root = bundle.folder(uri)
     if runs is None:
-        return Regraded(0, 0, ())
+        return Regraded(0, 0, (), False)
     names = sorted(c.removeprefix(bundle.TAG) for c in runs.columns if bundle.REPLIES.match(c.removeprefix(bundle.TAG)))
     cache: dict[str, Task | str] = {}
     count = n_runs = 0
@@ -115,4 +119,4 @@ def regrade(uri: str, experiment: str, tasks: Path) -> Regraded:
                     )
             count += len(texts)
         n_runs += 1
-    return Regraded(count, n_runs, tuple(sorted(skipped)))
+    return Regraded(count, n_runs, tuple(sorted(skipped)), bool(names))
