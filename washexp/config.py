@@ -27,6 +27,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from washexp import plugins
 from washexp.project import new_dir
 
 
@@ -406,27 +407,26 @@ def identify(cfg: Config, family: dict[str, Any], code: str, model: dict[str, An
 
 def register() -> None:
     """The schema, and one ``method`` option per installed ``washexp.methods`` entry point that
-    has no ``conf/method/<name>.yaml``: ``method=<name>`` then selects it like S or H, sweeps
-    included (``method=S,H,<name>``); the same for ``washer`` and ``washexp.washers``. Only
-    metadata is read: no plugin is imported here."""
-    from importlib.metadata import entry_points
+    is not one of washexp's own (:data:`washexp.compaction.methods.NAMES`): ``method=<name>`` then
+    selects it like S or H, sweeps included (``method=S,H,<name>``); the same for ``washer`` and
+    ``washexp.washers``. Only metadata is read (:func:`washexp.plugins.installed`): no plugin is
+    imported here."""
+    from washexp.compaction.methods import NAMES
 
     store = ConfigStore.instance()
     store.store(name="washexp_schema", node=Config)
     store.store(group="model", name="local_schema", node=LocalModelConfig)
-    for ep in entry_points(group="washexp.methods"):
-        if ep.name not in BUILTIN_METHODS:
-            node = {"name": ep.name, "target": ep.value, "args": None}
-            store.store(group="method", name=ep.name, node=node, package="compaction.method")
-    for ep in entry_points(group="washexp.washers"):
-        if ep.name not in BUILTIN_WASHERS:
-            store.store(group="washer", name=ep.name, node={"name": ep.name}, package="wash.washer")
+    for name, ep in plugins.installed("method").items():
+        if name not in (*NAMES, plugins.PLUGIN):
+            node = {"name": name, "target": ep.value, "args": None}
+            store.store(group="method", name=name, node=node, package="compaction.method")
+    for name in plugins.installed("washer"):
+        if name not in (*BUILTIN_WASHERS, plugins.PLUGIN):
+            store.store(group="washer", name=name, node={"name": name}, package="wash.washer")
 
 
-BUILTIN_METHODS = ("full", "none", "S", "H", "plugin")
-"""The options ``conf/method/`` defines; an entry point never shadows one."""
-BUILTIN_WASHERS = ("reference", "command", "coalwash", "plain", "plugin")
-"""The options ``conf/washer/`` defines; an entry point never shadows one."""
+BUILTIN_WASHERS = ("reference", "command", "coalwash", "plain")
+"""The washers ``conf/washer/`` defines (beside ``plugin``); an entry point never shadows one."""
 
 
 # At import, not in register(): a parallel launcher's worker resolves hydra.sweep.dir having only

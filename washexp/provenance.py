@@ -40,9 +40,12 @@ NOT_RESULTS = (
     "washexp.config",
     "washexp.errors",
     "washexp.registry",
+    "washexp.plugins",
+    "washexp.measurements",
 )
 """Modules that never change a number: how a model is reached (a reply is what it is; its
-recording key says which), where results go, the run lifecycle, config plumbing, errors."""
+recording key says which), where results go, the run lifecycle, config plumbing, errors, the
+registries and the plug-in loader (a plug-in's own module enters through its spec)."""
 
 
 def code_modules(entries: tuple[str, ...], stop: tuple[str, ...] = NOT_RESULTS) -> list[str]:

@@ -4,9 +4,9 @@ still Hydra's."""
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
 from pathlib import Path
 
+from washexp import plugins
 from washexp.config import SHORT_KEYS
 
 GROUPS = {
@@ -20,9 +20,6 @@ GROUPS = {
     "hydra/launcher": "how jobs run: one process (default), joblib, Ray, SLURM",
 }
 """The config groups a user picks from, in the order the help lists them."""
-
-PLUGIN_GROUPS = {"method": "washexp.methods", "washer": "washexp.washers"}
-"""Groups whose options installed packages add (``config.register``)."""
 
 EXAMPLES = [
     ("python run.py -m method=S,H topn=0..5", "the 12-arm offline sweep (S and H, Top 0..5, 14 tasks)"),
@@ -39,8 +36,8 @@ EXAMPLES = [
 def options(root: Path, group: str) -> list[str]:
     """A group's options: its YAML files, plus the names installed packages register."""
     names = {p.stem for p in (root / "conf" / group).glob("*.yaml")}
-    if group in PLUGIN_GROUPS:
-        names |= {ep.name for ep in entry_points(group=PLUGIN_GROUPS[group])}
+    if group in plugins.OPTIONS:  # options installed packages add (``config.register``)
+        names |= set(plugins.installed(group))
     return sorted(names, key=str.lower)
 
 

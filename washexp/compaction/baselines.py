@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from washexp.compaction.context import Context, _frame, fused_context, to_wire
 from washexp.compaction.fixtures import Task
 from washexp.compaction.frozen import Made
+from washexp.compaction.methods import BASELINES
 from washexp.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -129,8 +130,8 @@ class Baseline:
         return {}
 
 
-KINDS = {"mask": ("M",), "recency": ("K",), "hybrid": ("M", "budget")}
-"""Each baseline's parameters, as ``method.<key>`` sets them."""
+KINDS = BASELINES
+"""Each baseline's parameters, as ``method.<key>`` sets them (declared in :mod:`washexp.compaction.methods`)."""
 
 
 def baseline(kind: str, values: dict[str, Any]) -> Baseline:
@@ -140,3 +141,8 @@ def baseline(kind: str, values: dict[str, Any]) -> Baseline:
         value = values.get(key)
         params[key] = _count(kind, key, DEFAULTS[key] if value is None else value)
     return Baseline(kind, params)
+
+
+def from_config(config: Any, roles: Any = None) -> Baseline:
+    """The baseline the ``method`` config node names, with the parameters it sets (it needs no roles)."""
+    return baseline(config.name, {key: getattr(config, key) for key in KINDS[config.name]})

@@ -23,13 +23,13 @@ from washexp.compaction.frozen import FrozenCache
 from washexp.compaction.generation import Generation, Outcome, condition_metrics, generation
 from washexp.compaction.jev import top_n
 from washexp.compaction.method import Method, builtin
+from washexp.compaction.methods import BY_NAME, rank
 from washexp.tasks.planted import TABLE as PLANTED
 from washexp.tasks.planted import places
 from washexp.tokens import count
 
 CEILING_TOPN = 5
 """The ceiling is sized so the whole N sweep (up to Top 5) fits."""
-METHOD_ORDER = ("full", "none", "S", "H", "mask", "recency", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -49,12 +49,11 @@ class Arm:
 
     @property
     def order(self) -> tuple[int, str, int]:
-        """Full first, the closed book next, then S top0..N, then H top0..N, then plugins by name,
-        each top0..N."""
+        """The methods' order (:data:`washexp.compaction.methods.METHODS`: Full, the closed book,
+        S top0..N, H top0..N, the baselines), then plugins by name, each top0..N."""
         kind = self.method.split(" ")[0]  # a baseline's name carries its parameters: ``mask M=10``
-        known = kind in METHOD_ORDER
-        rank = METHOD_ORDER.index(kind) if known else len(METHOD_ORDER)
-        return (rank, self.method if kind != self.method or not known else "", -1 if self.topn is None else self.topn)
+        named = self.method if kind != self.method or kind not in BY_NAME else ""
+        return (rank(kind), named, -1 if self.topn is None else self.topn)
 
 
 @dataclass(frozen=True)

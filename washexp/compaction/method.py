@@ -27,11 +27,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from washexp.compaction import h_hermes, h_native
 from washexp.compaction.checkpoint import Checkpoint
 from washexp.compaction.context import closed_book_context, full_context
+from washexp.compaction.frozen import h_impl_for
 
 if TYPE_CHECKING:
     from washexp.compaction.context import Context
     from washexp.compaction.fixtures import Task
     from washexp.compaction.frozen import FrozenCache, Made
+    from washexp.compaction.roles import Roles
 
 
 class Method(Protocol):
@@ -159,10 +161,17 @@ def attempts_record(cp: Checkpoint) -> dict[str, Any]:
     return {"valid": cp.valid, "failure": cp.failure, "attempts": [asdict(a) for a in cp.attempts]}
 
 
-BUILTINS = {"full": Full, "none": ClosedBook, "S": Summary, "H": Checkpointed}
-"""The study's methods and the closed-book control, by the name ``conf/method/<name>.yaml`` gives them."""
+BUILTINS = {cls.name: cls for cls in (Full, ClosedBook, Summary, Checkpointed)}
+"""The study's methods and the closed-book control by name (each declared in
+:data:`washexp.compaction.methods.METHODS`, which builds them through :func:`from_config`)."""
 
 
 def builtin(name: str, h_impl: str = "native") -> Method:
     """Full, the closed book, S or H (``h_impl``: H's implementation, checked by ``frozen.h_impl_for``)."""
     return Checkpointed(h_impl) if BUILTINS[name] is Checkpointed else BUILTINS[name]()
+
+
+def from_config(config: Any, roles: Roles) -> Method:
+    """Full, the closed book, S or H as the ``method`` config node sets it; H's implementation is
+    checked against the roles (``hermes`` needs hermes-agent and a model) before anything runs."""
+    return builtin(config.name, h_impl_for(roles, config.h_impl) if BUILTINS[config.name] is Checkpointed else "native")

@@ -20,23 +20,18 @@ config store lists every installed name as a ``method`` option, see ``config.reg
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
+from washexp import plugins
 from washexp.compaction.checkpoint import Checkpoint, generate
 from washexp.compaction.frozen import Made
 from washexp.compaction.method import attempts_record
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_json
-from washexp.registry import load
 from washexp.tokens import count
-
-GROUP = "washexp.methods"
 
 
 @dataclass(frozen=True)
@@ -59,11 +54,6 @@ class MethodRequest:
     model: Callable[[list[dict]], str] | None = None
     """Chat messages -> the configured model's reply text, recorded and replayed like S and H;
     None on the offline reference backend."""
-
-
-def entry_points() -> dict[str, metadata.EntryPoint]:
-    """Installed ``washexp.methods`` names -> their entry points (nothing is imported)."""
-    return {ep.name: ep for ep in metadata.entry_points(group=GROUP)}
 
 
 @dataclass(frozen=True)
@@ -132,55 +122,17 @@ def _line(err: BaseException) -> str:
     return text.splitlines()[0] if text else "(no message)"
 
 
-def build(name: str, target: str | None, args: dict[str, Any]) -> Plugin:
-    """The plugin ``method.name`` / ``method.target`` names, built and checked; raises
+def build(name: str, target: str | None, args: dict[str, Any], dist: metadata.Distribution | None = None) -> Plugin:
+    """The plugin ``method.name`` / ``method.target`` names (an installed name's target and
+    ``dist`` found by :func:`washexp.compaction.methods.method_for`), built and checked; raises
     :class:`ConfigError` (one line naming the target) before anything runs."""
-    dist = None
-    if not target and name == "plugin":
-        raise ConfigError("method=plugin needs method.target=package.module:factory")
     if not target:
-        eps = entry_points()
-        if name not in eps:
-            from washexp.compaction.method import BUILTINS
-            from washexp.registry import unknown_name
-
-            raise ConfigError(unknown_name("compaction method", name, [*BUILTINS, *eps, "plugin"]))
-        target, dist = eps[name].value, eps[name].dist
+        raise ConfigError("method=plugin needs method.target=package.module:factory")
     where = f"method.target={target}"
-    try:
-        factory = load(target)
-    except Exception as err:  # the plugin boundary: importing a third party's module, any failure its config's
-        raise ConfigError(f"{where}: cannot load it: {type(err).__name__}: {_line(err)}") from None
-    if not callable(factory):
-        raise ConfigError(f"{where}: is a {type(factory).__name__}, not a factory")
-    try:
-        compactor = factory(**dict(args or {}))
-    except Exception as err:  # the plugin boundary: its factory's failure is its config's
-        raise ConfigError(f"{where}: the factory raised {type(err).__name__}: {_line(err)}") from None
-    if not callable(getattr(compactor, "compact", None)):
-        raise ConfigError(f"{where}: the factory returned a {type(compactor).__name__}, which has no compact(request)")
-    if name == "plugin":
+    factory = plugins.factory(where, target)
+    compactor = plugins.build(where, factory, dict(args or {}), "compact(request)")
+    if name == plugins.PLUGIN:
         name = str(getattr(compactor, "name", "") or target.rpartition(":")[2])
-    return Plugin(name, compactor, _spec(name, target, dict(args or {}), factory, dist))
-
-
-def _spec(name: str, target: str, args: dict, factory, dist) -> dict[str, Any]:
-    """What the plugin was built from: a new version (or edited source) is a new condition."""
-    module = target.partition(":")[0]
-    if dist is None:
-        names = metadata.packages_distributions().get(module.partition(".")[0], [])
-        dist = metadata.distribution(names[0]) if names else None
-    try:
-        found = inspect.getmodule(factory)
-        source = (inspect.getsourcefile(found) if found else None) or ""
-        digest = hashlib.sha256(Path(source).read_bytes()).hexdigest() if source else None
-    except (TypeError, OSError):
-        digest = None
-    return {
-        "name": name,
-        "target": target,
-        "args": args,
-        "package": dist.metadata["Name"] if dist else None,
-        "version": dist.version if dist else None,
-        "module_sha256": digest,
-    }
+    origin = plugins.provenance(target, factory, dist)
+    spec = {"name": name, "target": target, "args": dict(args or {}), **origin}  # a new version is a new condition
+    return Plugin(name, compactor, spec)

@@ -9,7 +9,7 @@ a record builder or a note), and per condition the task id and its fixture diges
 how a number is made is a new condition; a served model's rerun then replays its recorded calls
 and costs no model time.
 Full ignores top-N: ``method=full`` under a top-N sweep is one arm, not six. Which method an arm
-runs is decided once, here (:func:`method_for`); the pipeline then asks the method what it is.
+runs is decided once (:func:`washexp.compaction.methods.method_for`); the pipeline then asks the method what it is.
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ from washexp import family
 from washexp.compaction.aggregate import arm_metrics
 from washexp.compaction.answer_format import FORMATS
 from washexp.compaction.artifacts import to_json
-from washexp.compaction.baselines import KINDS, Baseline, baseline
+from washexp.compaction.baselines import Baseline
 from washexp.compaction.calls import condition_calls, link_grades, recorder_of, recording_keys
 from washexp.compaction.condition import Arm, run_condition
 from washexp.compaction.fixtures import Task, load_tasks
-from washexp.compaction.frozen import RANKERS, FrozenCache, h_impl_for, h_label
-from washexp.compaction.method import BUILTINS, Checkpointed, Method, builtin
-from washexp.compaction.plugin import Plugin, build
+from washexp.compaction.frozen import RANKERS, FrozenCache, h_label
+from washexp.compaction.method import Checkpointed, Method
+from washexp.compaction.methods import method_for
+from washexp.compaction.plugin import Plugin
 from washexp.compaction.roles import Roles, roles_for
 from washexp.config import identify
 from washexp.errors import ConfigError, ModelError
@@ -193,19 +194,6 @@ def _model(cfg, roles: Roles) -> dict[str, Any]:
 
 def _code() -> str:
     return code_digest(CODE, CODE_DATA)
-
-
-def method_for(config, roles: Roles) -> Method:
-    """The arm's method: the study's Full, S or H by name, else a plugin (``method.target``, or
-    a name installed under ``washexp.methods``); every check raises before anything runs."""
-    if not config.target and config.name in KINDS:
-        return baseline(config.name, {"M": config.M, "K": config.K, "budget": config.budget})
-    if not config.target and config.name in BUILTINS:
-        impl = h_impl_for(roles, config.h_impl) if config.name == "H" else "native"
-        return builtin(config.name, impl)
-    if config.name in BUILTINS or config.name in KINDS:
-        raise ConfigError(f"method.name={config.name!r} is the study's own; a plugin needs another name")
-    return build(config.name, config.target, config.args)
 
 
 def run_job(cfg, job, sweep) -> None:

@@ -11,30 +11,21 @@ from __future__ import annotations
 
 import json
 
+from washexp import measurements
+
 VIEW_KEY = "washexp"
 """The share key washexp's view is saved under (one per experiment)."""
 
-HEADLINES = {
-    "compaction": (
-        "arm",
-        ["primary/retention", "control/retention", "primary/fact_accuracy", "control/fact_accuracy"]
-        + ["all/input_tokens", "primary/reduction_pct"],
-    ),
-    "wash": (
-        "measurement",
-        ["off/ceiling", "off/muscle_lost", "off/fat_removed_pct", "configured/muscle_lost"]
-        + ["configured/fat_removed_pct", "delta_pct"]
-        + [f"headline/{role}_recall_pct" for role in ("gated", "truncate", "plain")],  # controlled, chain
-    ),
-}
-"""Per family: the run kind the table shows, and its headline metric columns (the first found)."""
+RUN_KINDS = {"compaction": "arm", "wash": "measurement"}
+"""Per family: the run kind the table shows (its headline columns are its measurements', the first
+found: :func:`washexp.measurements.headlines`)."""
 
 
 def view_state(family: str) -> dict:
     """The shared view for one family's experiment: its top-level runs, sorted by name, with the
     headline metrics as columns and every run shown (not the first 10). The sweep's id is a
     column beside the name: arms of two sweeps share a name (``S top1 · arm``)."""
-    kind, metrics = HEADLINES.get(family, ("arm", []))
+    kind, metrics = RUN_KINDS.get(family, "arm"), measurements.headlines(family) if family in RUN_KINDS else []
     columns = ["tags.`mlflow.runName`", "tags.`sweep`", *(f"metrics.`{m}`" for m in metrics)]
     return {
         "searchFilter": f"tags.`washexp.kind` = '{kind}'",

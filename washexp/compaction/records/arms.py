@@ -14,9 +14,8 @@ import json
 
 import pandas as pd
 
-from washexp.compaction.records import cliff as record_cliff
+from washexp import measurements
 from washexp.compaction.records import closed as record_closed
-from washexp.compaction.records import cycles as record_cycles
 from washexp.compaction.records import decisions as record_decisions
 from washexp.compaction.records import loss as record_loss
 from washexp.compaction.records import notes as record_notes
@@ -43,15 +42,20 @@ REFERENCE_HEADLINE = (
 
 
 def build(runs: pd.DataFrame, options) -> list[Record]:
-    """The study's record per model, and the cycles record per model where ``measurement=cycles``
-    runs exist (:mod:`washexp.compaction.records.cycles`), and the cliff record where ``measurement=cliff``
-    runs exist (:mod:`washexp.compaction.records.cliff`)."""
-    cycles = record_cycles.build(runs, options) if record_cycles.has_cycles(runs) else []
-    cycles += record_cliff.build(runs, options) if record_cliff.has_cliff(runs) else []
+    """Each compaction measurement's records, in the registry's order (:mod:`washexp.measurements`:
+    the study's per model, then the cycles records where ``measurement=cycles`` runs exist); runs of
+    none of them is the study's own "no arm runs match"."""
+    records: list[Record] = []
+    for name in measurements.names("compaction"):
+        builder = measurements.get(name).record
+        records += measurements.use(builder)(runs, options) if builder is not None else []
+    return records or _study(runs, options)
+
+
+def study_records(runs: pd.DataFrame, options) -> list[Record]:
+    """The study's record per model (``measurement=single``), none without an arm run."""
     arms = selection.parents(runs, "arm", model=options.model, sweeps=options.sweeps, until=options.date)
-    if cycles and arms.empty:  # a cycles (or cliff) sweep alone: its record, not "no arm runs match"
-        return cycles
-    return _study(runs, options) + cycles
+    return [] if arms.empty else _study(runs, options)
 
 
 def _study(runs: pd.DataFrame, options) -> list[Record]:

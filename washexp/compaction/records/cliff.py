@@ -96,6 +96,11 @@ def crossing(points: Sequence[Point]) -> Crossing:
     return Crossing(points[first].x, over[-1] if over else None, under[0] if under else None, first == 0)
 
 
+def records(runs: pd.DataFrame, options) -> list[Record]:
+    """``measurement=cliff``'s records (:mod:`washexp.measurements`): none without a cliff run."""
+    return build(runs, options) if has_cliff(runs) else []
+
+
 def has_cliff(runs: pd.DataFrame) -> bool:
     return bool((selection.tag(runs, "washexp.kind") == KIND).any())
 

@@ -38,6 +38,11 @@ def has_cycles(runs: pd.DataFrame) -> bool:
     return bool((selection.tag(runs, "washexp.kind") == KIND).any())
 
 
+def records(runs: pd.DataFrame, options) -> list[Record]:
+    """``measurement=cycles``'s records (:mod:`washexp.measurements`): none without a cycles run."""
+    return build(runs, options) if has_cycles(runs) else []
+
+
 def build(runs: pd.DataFrame, options) -> list[Record]:
     """One cycles record per model, or none when the runs hold no cycles parent."""
     parents = selection.parents(runs, KIND, model=options.model, sweeps=options.sweeps, until=options.date)

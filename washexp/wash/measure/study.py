@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from washexp import family
+from washexp import family, measurements
 from washexp.config import identify
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import tree_digest
@@ -44,7 +44,6 @@ from washexp.wash.store.stores import Store, load_stores
 
 log = logging.getLogger("washexp")
 
-MEASUREMENTS = ("ceiling", "infinity", "sawtooth", *fidelity.FIDELITY)
 CODE = (
     "washexp.wash.pipeline",
     "washexp.wash.measure.rounds",
@@ -110,18 +109,6 @@ def _gauge_for(arm: str, configured: dict[str, Any]):
     return gauge.load_gauge("off") if arm == "off" else gauge.load_gauge(configured)
 
 
-BOUNDS = (
-    ("rounds", 1, 1000),
-    ("dry_stop", 0, 1000),
-    ("sessions", 1, 10_000),
-    ("target_pct", 1, 99),
-    ("repeats", 1, 100),
-    ("passes", 1, 100),
-    ("pass_keep_pct", 1, 99),
-)
-"""Each measurement option's accepted range (``wash.measurement.<key>``)."""
-
-
 @dataclass(frozen=True)
 class Job:
     """What every measurement of one job shares, checked before any run starts."""
@@ -136,6 +123,18 @@ class Job:
     label: str
     config_yaml: str
     source: dict[str, str]
+    gauge: Any
+    """The configured gauge, loaded."""
+    gauges: dict[str, str]
+    """Each arm's gauge name (``configured`` -> its name, ``off``)."""
+    kind: str
+    """What the runs' names say: the measurement, the washer, ``gates off``."""
+    stores: dict[str, Store]
+    """The stores by name, loaded and checked (empty for a measurement that reads the feed)."""
+    feed: Any
+    """The growth feed, loaded and checked (None unless the measurement reads it)."""
+    gated: dict[str, Any] | None
+    """Controlled and chain: the gated arm's washer spec."""
 
     def washer(self, draw: int = 0):
         """A fresh washer as configured; a model washer's calls are draw ``draw`` (a round, a wash)."""
@@ -148,8 +147,9 @@ class Job:
 
 @dataclass(frozen=True)
 class Planned:
-    """A measurement's runs: its children, the parent's identity and manifest, and how to compute
-    a child and summarise the parent."""
+    """A measurement's runs, as its ``plan(job)`` returns them (:mod:`washexp.measurements`): its
+    children, the parent's identity, how to compute a child and summarise the parent, its result
+    line (``headline(metrics) -> str``) and what a child is called in the progress line."""
 
     children: list[Work]
     identity: dict[str, Any]
@@ -162,11 +162,8 @@ class Planned:
 def run_job(cfg, job, sweep) -> None:
     w = cfg.wash
     m = w.measurement
-    if m.name not in MEASUREMENTS:
-        raise ConfigError(f"measurement={m.name!r}: expected one of {', '.join(MEASUREMENTS)}")
-    for key, low, high in BOUNDS:  # a count of 0 would be a measurement of nothing, recorded as one
-        if not low <= getattr(m, key) <= high:
-            raise ConfigError(f"{key}={getattr(m, key)}: must be from {low} to {high}")
+    measurement = measurements.get(m.name, "wash")
+    measurements.check_bounds("wash", m)
     for arm in m.arms:
         if arm not in ("configured", "off"):
             raise ConfigError(f"wash.measurement.arms: {arm!r} is neither 'configured' nor 'off'")
@@ -175,7 +172,8 @@ def run_job(cfg, job, sweep) -> None:
     if checked:
         fidelity.check(m, w.gates)
     washer_spec = _washer_spec(dict(w.washer), w.gates and not checked)
-    if m.name == "sawtooth":  # the inputs, validated whole before any model is opened
+    feed, stores = None, {}
+    if measurement.feed:  # the inputs, validated whole before any model is opened
         feed = load_feed(feed_folder(sweep.root / "fixtures" / "wash-feed", w.feed, job.cwd))
         if m.sessions > len(feed.sessions):
             raise ConfigError(f"sessions={m.sessions}: feed {feed.name!r} has {len(feed.sessions)} sessions")
@@ -221,13 +219,11 @@ def run_job(cfg, job, sweep) -> None:
     kind = f"{m.name} · {washer_name}" + ("" if w.gates else " · gates off")
     label = f"{kind} · gauge {used}"
     source = sweep.shared("package_source", package_source)  # one command, one source tree
-    it = Job(cfg, sweep, washer_model, ident, params, tags, label, public_config(cfg), source)
-    if m.name == "sawtooth":
-        planned = _sawtooth(it, feed, the_gauge, gauges)
-    elif checked:
-        planned = _fidelity(it, stores, own["gated"])
-    else:
-        planned = _rounds(it, stores, kind, gauges)
+    it = Job(
+        cfg, sweep, washer_model, ident, params, tags, label, public_config(cfg), source,
+        the_gauge, gauges, kind, stores, feed, own.get("gated"),
+    )  # fmt: skip
+    planned: Planned = measurements.use(measurement.run)(it)
 
     compute, summarize = planned.compute, planned.summarize
     if washer_model is not None and washer_model.served:  # the local server's log, as the parent's artifact
@@ -242,9 +238,10 @@ def run_job(cfg, job, sweep) -> None:
     family.run(cfg, job, sweep, group, tracked=tracker, fatal=(ModelError,), wait=True)
 
 
-def _sawtooth(it: Job, feed, the_gauge, gauges: dict[str, str]) -> Planned:
+def plan_sawtooth(it: Job) -> Planned:
     """Measurement 3: arm A washed when the gauge fires, arm B never, over the feed's sessions."""
     m, w = it.cfg.wash.measurement, it.cfg.wash
+    feed, the_gauge, gauges = it.feed, it.gauge, it.gauges
     feed_files = files_digest(feed.path, ("**/*",))
     units = {"A": True, "B": False}
     children = [
@@ -280,9 +277,11 @@ def _sawtooth(it: Job, feed, the_gauge, gauges: dict[str, str]) -> Planned:
     )
 
 
-def _fidelity(it: Job, stores: dict[str, Store], gated_spec: dict[str, Any]) -> Planned:
+def plan_fidelity(it: Job) -> Planned:
     """The controlled experiment or the chain: per store, the gated washer beside the ungated arms."""
     cfg, m = it.cfg, it.cfg.wash.measurement
+    stores, gated_spec = it.stores, it.gated
+    assert gated_spec is not None  # run_job makes it for every measurement of fidelity.FIDELITY
     gated_cfg = fidelity.gated_spec(dict(cfg.wash.washer))
     children = [
         Work(
@@ -320,9 +319,10 @@ def _fidelity(it: Job, stores: dict[str, Store], gated_spec: dict[str, Any]) -> 
     )
 
 
-def _rounds(it: Job, stores: dict[str, Store], kind: str, gauges: dict[str, str]) -> Planned:
+def plan_rounds(it: Job) -> Planned:
     """The ceiling and the infinity loop: rounds of a wash on each store, per gauge arm."""
     cfg, w = it.cfg, it.cfg.wash
+    stores, kind, gauges = it.stores, it.kind, it.gauges
     m = w.measurement
     children = [
         Work(

@@ -9,10 +9,11 @@ model and platform: ``results/wash-<platform>-YYYY-MM-DD.md`` + ``.json`` + the 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 import pandas as pd
 
-from washexp import __version__
+from washexp import __version__, measurements
 from washexp.errors import WashexpError
 from washexp.export import plots, selection
 from washexp.export.records import Column, Plot, Record, Table
@@ -71,6 +72,8 @@ def build(runs: pd.DataFrame, options) -> list[Record]:
     found = selection.parents(runs, "measurement", model=options.model, sweeps=options.sweeps, until=options.date)
     for k in KEYS:
         found[k] = selection.tag(found, k)
+    recorded = [n for n in measurements.names("wash") if measurements.get(n).record is not None]
+    found = found[found["measurement"].isin(recorded)]  # a measurement without a record part is not in it
     children = selection.children(runs, found["run_id"], ("wash-store", "wash-arm", "wash-fidelity"))
     children["planned"] = list(zip(selection.tag(children, "store"), selection.tag(children, "arm"), strict=True))
     parents, notes = selection.newest_complete_per_model(found, children, KEYS, "planned")
@@ -88,38 +91,23 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left
     platform = first.get("params.platform") or "reference"
     times = pd.concat([parents["end_time"], kids["end_time"]]).dropna()
     date = times.max().tz_convert("UTC").strftime("%Y-%m-%d")
-    tables, plots_out, losses, folded = [], [], [], []
-    by = {m: parents[parents["measurement"] == m] for m in ("ceiling", "infinity", "sawtooth", *FIDELITY)}
+    tables, losses = [], []
+    plots_out: list[Plot] = []
+    folded: list[Table] = []
     stem = f"wash-{platform}-{date}"
     older = parents[~parents["measurement"].isin(FIDELITY)]
     if len(older):
         tables.append(washers_table(older, kids, lambda run_id: json_artifact(options.uri, run_id, "final-score.json")))
-    if len(by["ceiling"]):
-        tables.append(_ceiling(by["ceiling"], kids))
-    if len(by["infinity"]):
-        summary_table, per_round, leaks = _infinity(by["infinity"], kids, options.uri)
-        tables.append(summary_table)
-        folded += [per_round, leaks]
-    if len(by["sawtooth"]):
-        table, plot = _sawtooth(by["sawtooth"], kids, options.uri, stem)
-        tables.append(table)
-        plots_out.append(plot)
     instructions: dict[str, str] = {}
-
-    def read(run_id: str, path: str):
-        return json_artifact(options.uri, run_id, path)
-
-    if len(by["controlled"]):
-        shown, raw_runs, plot, told = record_fidelity.controlled_tables(by["controlled"], kids, read, stem)
-        tables += shown
-        folded.append(raw_runs)
-        plots_out.append(plot)
-        instructions |= told
-    if len(by["chain"]):
-        shown, plot, told = record_fidelity.chain_tables(by["chain"], kids, read, stem)
-        tables += shown
-        plots_out.append(plot)
-        instructions |= told
+    context = Context(options.uri, stem)
+    for name in measurements.names("wash"):  # each measurement's own tables, in the registry's order
+        own, builder = parents[parents["measurement"] == name], measurements.get(name).record
+        if len(own) and builder is not None:
+            part: Part = measurements.use(builder)(own, kids, context)
+            tables += part.tables
+            folded += part.folded
+            plots_out += part.plots
+            instructions |= part.instructions
     if instructions:
         tables.append(record_fidelity.instructions_table(instructions))
     cost = _cost_table(parents)
@@ -218,6 +206,55 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left
         appendix=(*folded, _runs_table(parents, kids)),
         data=_compare_data(kids, options.uri),
     )
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a measurement's part of the record reads beside its runs."""
+
+    uri: str
+    """The tracking store its artifacts are read from."""
+    stem: str
+    """The record's file stem (``wash-<platform>-<date>``): its plots are named after it."""
+
+    def read(self, run_id: str, path: str):
+        return json_artifact(self.uri, run_id, path)
+
+
+@dataclass(frozen=True)
+class Part:
+    """A measurement's part of the wash record (its :attr:`Measurement.record` returns one)."""
+
+    tables: tuple[Table, ...] = ()
+    folded: tuple[Table, ...] = ()
+    """Tables in the appendix."""
+    plots: tuple[Plot, ...] = ()
+    instructions: dict[str, str] = field(default_factory=dict)
+    """Each arm -> what it was told (the fidelity measurements' instructions table)."""
+
+
+def ceiling_part(parents: pd.DataFrame, kids: pd.DataFrame, context: Context) -> Part:
+    return Part(tables=(_ceiling(parents, kids),))
+
+
+def infinity_part(parents: pd.DataFrame, kids: pd.DataFrame, context: Context) -> Part:
+    summary_table, per_round, leaks = _infinity(parents, kids, context.uri)
+    return Part(tables=(summary_table,), folded=(per_round, leaks))
+
+
+def sawtooth_part(parents: pd.DataFrame, kids: pd.DataFrame, context: Context) -> Part:
+    table, plot = _sawtooth(parents, kids, context.uri, context.stem)
+    return Part(tables=(table,), plots=(plot,))
+
+
+def controlled_part(parents: pd.DataFrame, kids: pd.DataFrame, context: Context) -> Part:
+    shown, raw_runs, plot, told = record_fidelity.controlled_tables(parents, kids, context.read, context.stem)
+    return Part(tables=tuple(shown), folded=(raw_runs,), plots=(plot,), instructions=told)
+
+
+def chain_part(parents: pd.DataFrame, kids: pd.DataFrame, context: Context) -> Part:
+    shown, plot, told = record_fidelity.chain_tables(parents, kids, context.read, context.stem)
+    return Part(tables=tuple(shown), plots=(plot,), instructions=told)
 
 
 def _compare_data(kids: pd.DataFrame, uri: str) -> dict[str, list]:

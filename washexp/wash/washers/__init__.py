@@ -24,6 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from washexp import plugins
 from washexp.errors import ConfigError, WashexpError
 from washexp.registry import Registry, unknown_name
 from washexp.wash.coalwash.gate import drops_between
@@ -101,12 +102,10 @@ def _resolve(data: dict[str, Any]) -> tuple[str, Any, dict[str, Any] | None]:
         return name, WASHERS.get(name), None
     dist = None
     if not target:
-        eps = plugin.entry_points()
-        if name not in eps:
-            raise ConfigError(unknown_name("washer", name, [*WASHERS.names(), *eps, "plugin"]))
-        target, dist = eps[name].value, eps[name].dist
-    make = plugin.factory(str(target))
-    return (name if name != "plugin" else str(target).rpartition(":")[2]), make, plugin.provenance(target, make, dist)
+        target, dist = plugins.find("washer", name, WASHERS.names())
+    make = plugins.factory(f"washer.target={target}", str(target))
+    named = name if name != plugins.PLUGIN else str(target).rpartition(":")[2]
+    return named, make, plugins.provenance(str(target), make, dist)
 
 
 def needs_model(cfg: Mapping) -> bool:

@@ -11,21 +11,10 @@ before any run; a ``propose`` that raises is a FAILED round (:class:`WasherError
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-from importlib import metadata
-from pathlib import Path
 from typing import Any
 
-from washexp.errors import ConfigError, WashexpError
-from washexp.registry import load
-
-GROUP = "washexp.washers"
-
-
-def entry_points() -> dict[str, metadata.EntryPoint]:
-    """Installed ``washexp.washers`` names -> their entry points (nothing is imported)."""
-    return {ep.name: ep for ep in metadata.entry_points(group=GROUP)}
+from washexp import plugins
+from washexp.errors import WashexpError
 
 
 def _line(err: BaseException) -> str:
@@ -33,29 +22,9 @@ def _line(err: BaseException) -> str:
     return text.splitlines()[0] if text else "(no message)"
 
 
-def factory(target: str) -> Any:
-    """The object ``target`` names; one line naming it when it cannot be loaded."""
-    try:
-        made = load(target)
-    except Exception as err:  # the plugin boundary: importing a third party's module, any failure its config's
-        raise ConfigError(f"washer.target={target}: cannot load it: {type(err).__name__}: {_line(err)}") from None
-    if not callable(made):
-        raise ConfigError(f"washer.target={target}: is a {type(made).__name__}, not a factory")
-    return made
-
-
 def build(target: str, make, kwargs: dict[str, Any]):
     """``make(**kwargs)`` checked: a washer that proposes, wrapped so its crashes are failed rounds."""
-    try:
-        washer = make(**kwargs)
-    except ConfigError:
-        raise
-    except Exception as err:  # the plugin boundary: its factory's failure is its config's
-        raise ConfigError(f"washer.target={target}: the factory raised {type(err).__name__}: {_line(err)}") from None
-    if not callable(getattr(washer, "propose", None)):
-        kind = type(washer).__name__
-        raise ConfigError(f"washer.target={target}: the factory returned a {kind}, which has no propose(...)")
-    return Guarded(washer, target)
+    return Guarded(plugins.build(f"washer.target={target}", make, kwargs, "propose(...)"), target)
 
 
 class Guarded:
@@ -82,22 +51,3 @@ class Guarded:
         if not isinstance(proposal, Proposal):
             raise WasherError(f"{where}: propose() returned {type(proposal).__name__}, expected a Proposal")
         return proposal
-
-
-def provenance(target: str, make, dist=None) -> dict[str, Any]:
-    """Package name and version and the module's sha256 of a plugin washer's factory."""
-    if dist is None:
-        names = metadata.packages_distributions().get(target.partition(":")[0].partition(".")[0], [])
-        dist = metadata.distribution(names[0]) if names else None
-    try:
-        module = inspect.getmodule(make)
-        source = (inspect.getsourcefile(module) if module else None) or ""
-        digest = hashlib.sha256(Path(source).read_bytes()).hexdigest() if source else None
-    except (TypeError, OSError):
-        digest = None
-    return {
-        "target": target,
-        "package": dist.metadata["Name"] if dist else None,
-        "version": dist.version if dist else None,
-        "module_sha256": digest,
-    }
