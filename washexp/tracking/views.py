@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import json
 
+from washexp.tracking.kinds import KIND_TAG, Kind
+
 VIEW_KEY = "washexp"
 """The share key washexp's view is saved under (one per experiment)."""
 
 HEADLINES = {
     "compaction": (
-        "arm",
+        Kind.ARM,
         ["primary/retention", "control/retention", "primary/fact_accuracy", "control/fact_accuracy"]
         + ["all/input_tokens", "primary/reduction_pct"],
     ),
     "wash": (
-        "measurement",
+        Kind.MEASUREMENT,
         ["off/ceiling", "off/muscle_lost", "off/fat_removed_pct", "configured/muscle_lost"]
         + ["configured/fat_removed_pct", "delta_pct"]
         + [f"headline/{role}_recall_pct" for role in ("gated", "truncate", "plain")],  # controlled, chain
@@ -34,10 +36,10 @@ def view_state(family: str) -> dict:
     """The shared view for one family's experiment: its top-level runs, sorted by name, with the
     headline metrics as columns and every run shown (not the first 10). The sweep's id is a
     column beside the name: arms of two sweeps share a name (``S top1 · arm``)."""
-    kind, metrics = HEADLINES.get(family, ("arm", []))
+    kind, metrics = HEADLINES.get(family, (Kind.ARM, []))
     columns = ["tags.`mlflow.runName`", "tags.`sweep`", *(f"metrics.`{m}`" for m in metrics)]
     return {
-        "searchFilter": f"tags.`washexp.kind` = '{kind}'",
+        "searchFilter": f"tags.`{KIND_TAG}` = '{kind.value}'",
         "orderByKey": "tags.`mlflow.runName`",
         "orderByAsc": True,
         "selectedColumns": columns,
