@@ -88,6 +88,11 @@ class RunKind:
         return str(text)
 
     @classmethod
+    def columns(cls) -> dict[str, str]:
+        """Its tags' columns in a ``search`` frame (``tags.<name>``) -> the field's name."""
+        return {f"tags.{f.name}": f.name for f in fields(cls)}
+
+    @classmethod
     def from_row(cls, row) -> Self:
         """The record of one run, from its row in a ``search`` frame (columns ``tags.<name>``)."""
         return cls(**{f.name: cls.parse(f.name, row.get(f"tags.{f.name}")) for f in fields(cls)})

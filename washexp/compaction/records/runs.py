@@ -21,20 +21,16 @@ from washexp import __version__
 from washexp.compaction.condition import Arm
 from washexp.errors import WashexpError
 from washexp.export import selection
-from washexp.tracking.kinds import ArmRun, Kind
+from washexp.tracking.kinds import ArmRun, ConditionRun, Kind
 
 ARM_COLUMNS = {
-    "tags.method": "method",
-    "tags.topn": "topn",
-    "tags.ranker": "ranker",
-    "tags.phase": "phase",
+    **ArmRun.columns(),  # method, topn, ranker, phase
     "tags.model": "model",
     "tags.sweep": "sweep",
     "tags.washexp.overrides": "overrides",
 }
 CONDITION_COLUMNS = {
-    "tags.task": "task",
-    "tags.cohort": "cohort",
+    **ConditionRun.columns(),  # task, cohort
     "tags.washexp.sha256.fixture": "fixture_sha256",
     "parent": "arm_run_id",  # the arm it is listed under (a linked run's own parent may differ)
 }
