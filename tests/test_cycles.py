@@ -266,10 +266,12 @@ def test_k_and_the_split_rule_are_each_conditions_identity():
     """Each (task, k) its own identity, with k and the split rule in it; one (task, k) is the same
     condition whatever other k the sweep names (so it is reused), while the arm's run names them all."""
     three, two = _plan("[1,2,3]"), _plan("[1,3]")
-    hashes = {w.key: w.hash for w in three.children}
+    hashes = {(w.key.task, w.key.k): w.hash for w in three.children}  # each child's key: its typed cell
     assert len(set(hashes.values())) == 3
-    assert all(w.identity["k"] == w.key[1] and w.identity["measurement"]["split"] == "turns" for w in three.children)
-    assert {w.key: w.hash for w in two.children} == {key: hashes[key] for key in (("payment", 1), ("payment", 3))}
+    assert all(w.identity["k"] == w.key.k and w.identity["measurement"]["split"] == "turns" for w in three.children)
+    assert {(w.key.task, w.key.k): w.hash for w in two.children} == {
+        key: hashes[key] for key in (("payment", 1), ("payment", 3))
+    }
     assert three.parent.hash != two.parent.hash
     by_tokens = _plan("[1,2,3]", "tokens")
     assert all(w.identity["measurement"]["split"] == "tokens" for w in by_tokens.children)

@@ -16,9 +16,8 @@ from datetime import datetime
 import pandas as pd
 
 from washexp.ledger import plural
-
-TOP_KINDS = ("arm", "measurement", "cycles")
-"""The ``washexp.kind`` of a sweep's top-level runs (the rest hang under them)."""
+from washexp.tracking.kinds import KIND_TAG, TOP_KINDS, Kind
+from washexp.tracking.runs import LINK_TAG, PARENT_TAG
 
 
 @dataclass(frozen=True)
@@ -77,15 +76,15 @@ def sweep_rows(runs, experiment: str) -> list[SweepRow]:
         return []
     from washexp.export.selection import tag
 
-    kinds, parent = tag(runs, "washexp.kind"), tag(runs, "mlflow.parentRunId")
-    linking = (kinds == "link") & parent.isna()  # an arm reused whole: not a unit of its own
+    kinds, parent = tag(runs, KIND_TAG), tag(runs, PARENT_TAG)
+    linking = (kinds == Kind.LINK) & parent.isna()  # an arm reused whole: not a unit of its own
     by_id = runs.set_index("run_id", drop=False)
     rows = []
     for sweep, group in runs[runs["tags.sweep"].notna()].groupby("tags.sweep"):
         links = group[linking[group.index]]
         own = group[~linking[group.index]]
-        top = own[tag(own, "washexp.kind").isin(TOP_KINDS)]
-        targets = by_id.reindex(list(dict.fromkeys(tag(links, "washexp.link")))).dropna(subset=["run_id"])
+        top = own[tag(own, KIND_TAG).isin(TOP_KINDS)]
+        targets = by_id.reindex(list(dict.fromkeys(tag(links, LINK_TAG)))).dropna(subset=["run_id"])
         targets = targets[~targets["run_id"].isin(top["run_id"])]
         under = runs[parent.isin(targets["run_id"])]
         overrides = [*tag(top, "washexp.overrides").dropna(), *tag(links, "washexp.overrides").dropna()]

@@ -79,6 +79,12 @@ def _count(name: str, key: str, value: Any) -> int:
     return value
 
 
+def kind_of(method: str) -> str:
+    """The kind in an arm's method name: ``mask`` for ``mask M=10`` (:attr:`Baseline.name`), any
+    other method's name as it is."""
+    return method.split(" ")[0]
+
+
 @dataclass(frozen=True)
 class Baseline:
     """A baseline's method: builds its own context (``build``) rather than a ``Summary:`` carrier."""
@@ -90,7 +96,8 @@ class Baseline:
 
     @property
     def name(self) -> str:
-        """The arm's name, its parameters in it: ``mask M=10``, ``recency K=4``, ``hybrid M=10 budget=4000``."""
+        """The arm's name, its parameters in it: ``mask M=10``, ``recency K=4``, ``hybrid M=10 budget=4000``
+        (:func:`kind_of` reads the kind back)."""
         return " ".join([self.kind, *(f"{k}={v}" for k, v in self.params.items())])
 
     @property

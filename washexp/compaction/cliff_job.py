@@ -1,5 +1,5 @@
-"""``measurement=cliff`` as MLflow runs: one parent run per method (``washexp.kind=cliff``), one
-condition run per (length, budget, task) (``washexp.kind=cliff-condition``) holding the method's
+"""``measurement=cliff`` as MLflow runs: one parent run per method (:class:`~washexp.tracking.kinds.CliffRun`), one
+condition run per (length, budget, task) (:class:`~washexp.tracking.kinds.CliffCell`) holding the method's
 retention and Full's on the same task (and fact accuracy with a reader).
 
 The sets are generated once per command from the config's seed into the sweep's own folder
@@ -27,8 +27,9 @@ from washexp.compaction.study import CODE, CODE_DATA, ArmPlan, plan_arm
 from washexp.errors import ConfigError, ModelError
 from washexp.provenance import code_digest
 from washexp.runner import Result, Work
+from washexp.tracking.kinds import KIND_TAG, CliffCell, CliffRun, Kind
 
-KIND, CHILD = "cliff", "cliff-condition"
+KIND = Kind.CLIFF.value
 CLIFF_CODE = (*CODE, "washexp.compaction.cliff")
 SETS = "cliff-sets"
 """The folder of the sweep's own output folder the sets are generated into."""
@@ -69,15 +70,15 @@ def run_job(cfg, job, sweep) -> None:
     base = {**base, "code": code, "measurement": measured}
     params = {k: v for k, v in first.parent.params.items() if k not in ("tasks", "taskset")}
     params = {**params, "code": code, "method": kind, "measurement": KIND, **measured}
-    tags = {k: v for k, v in first.parent.tags.items() if k != "washexp.kind"}
-    tags |= {"method": kind, "measurement": KIND}
+    tags = {k: v for k, v in first.parent.tags.items() if k != KIND_TAG}
+    tags |= CliffRun(kind).tags()
     label = f"{kind} · cliff"
     digests = {str(n): sha for n, (_, sha) in sets.items()}
     parent = Work(
         label,
         {**base, "sets": digests},
         {**params, **{f"set_L{n}": sha for n, sha in digests.items()}},
-        {**tags, "washexp.kind": KIND},
+        tags,
     )
     tasks: dict[tuple[int, str], Task] = {(n, t.id): t for n, p in plans.items() for t in p.tasks}
     children = [
@@ -85,7 +86,7 @@ def run_job(cfg, job, sweep) -> None:
             f"{label} · L={n} · B={b} · {t.id}",
             {**base, "length": n, "budget": b, "task": t.id, "fixture": t.digest},
             {**params, "length": n, "budget": b, "task": t.id, "cohort": t.cohort},
-            {**tags, "washexp.kind": CHILD, "task": t.id, "length": str(n), "budget": str(b)},
+            {**tags, **CliffCell(t.id, n, b).tags()},
             key=(n, b, t.id),
         )
         for n, b in grid.points

@@ -16,7 +16,7 @@ from typing import Any
 from washexp.compaction import budget, loss
 from washexp.compaction.answers import grade_answers
 from washexp.compaction.artifacts import frozen_artifacts, to_json
-from washexp.compaction.baselines import Baseline
+from washexp.compaction.baselines import Baseline, kind_of
 from washexp.compaction.context import evidence_tokens, full_context, fused_context, protected_tokens
 from washexp.compaction.fixtures import Task
 from washexp.compaction.frozen import FrozenCache
@@ -51,7 +51,7 @@ class Arm:
     def order(self) -> tuple[int, str, int]:
         """The methods' order (:data:`washexp.compaction.methods.METHODS`: Full, the closed book,
         S top0..N, H top0..N, the baselines), then plugins by name, each top0..N."""
-        kind = self.method.split(" ")[0]  # a baseline's name carries its parameters: ``mask M=10``
+        kind = kind_of(self.method)  # a baseline's name carries its parameters: ``mask M=10``
         named = self.method if kind != self.method or kind not in BY_NAME else ""
         return (rank(kind), named, -1 if self.topn is None else self.topn)
 

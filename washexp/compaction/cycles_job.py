@@ -1,5 +1,5 @@
-"""``measurement=cycles`` as MLflow runs: one parent run per arm (``washexp.kind=cycles``), one
-condition run per (task, k) (``washexp.kind=cycles-condition``).
+"""``measurement=cycles`` as MLflow runs: one parent run per arm (:class:`~washexp.tracking.kinds.CyclesRun`),
+one condition run per (task, k) (:class:`~washexp.tracking.kinds.CyclesCell`).
 
 Planned on top of the arm's own plan (:func:`washexp.compaction.study.plan_arm`: the same checks,
 roles, method and identity), with the measurement added to the identity: ``cycles`` and its split
@@ -24,8 +24,8 @@ from washexp.compaction.study import CODE, CODE_DATA, ArmPlan, plan_arm
 from washexp.errors import ConfigError, ModelError
 from washexp.provenance import code_digest
 from washexp.runner import Result, Work
+from washexp.tracking.kinds import CyclesCell, CyclesRun
 
-KIND, CHILD = "cycles", "cycles-condition"
 CYCLES_CODE = (*CODE, "washexp.compaction.cycles")
 
 
@@ -51,24 +51,24 @@ def plan_cycles(cfg, job, sweep) -> CyclesPlan:
     base = {k: v for k, v in plan.parent.identity.items() if k != "tasks"}
     base = {**base, "code": code, "measurement": measured}
     params = {**plan.parent.params, "code": code, "measurement": "cycles", "split": m.split}
-    tags = {k: v for k, v in plan.parent.tags.items() if k != "washexp.kind"}
-    tags |= {"measurement": "cycles", "split": m.split}
+    tags = {**plan.parent.tags, **CyclesRun(m.split).tags()}  # the arm's tags, of the cycles kind
     label = f"{plan.arm.label} · cycles"
     parent = Work(
         label,
         {**base, "k": ks, "tasks": {t.id: t.digest for t in plan.tasks}},
         {**params, "k": ks, "tasks": len(plan.tasks)},
-        {**tags, "washexp.kind": KIND},
+        tags,
     )
     children = [
         Work(
             f"{label} · {t.id} · k={k}",
             {**base, "k": k, "task": t.id, "fixture": t.digest},
             {**params, "k": k, "task": t.id, "cohort": t.cohort},
-            {**tags, "washexp.kind": CHILD, "task": t.id, "cohort": t.cohort, "k": str(k)},
-            key=(t.id, k),
+            {**tags, **cell.tags()},
+            key=cell,
         )
         for t, k in pairs
+        for cell in [CyclesCell(t.id, k, t.cohort)]
     ]
     return CyclesPlan(plan, parent, children)
 
@@ -84,9 +84,8 @@ def run_job(cfg, job, sweep) -> None:
     traced = recorder if cfg.tracking.traces and tracker.traces is not None else None
 
     def compute(work: Work) -> Result:
-        assert isinstance(work.key, tuple)
-        task_id, k = work.key
-        task = tasks[task_id]
+        assert isinstance(work.key, CyclesCell)
+        task, k = tasks[work.key.task], work.key.k
         run = run_cycles(task, k, arm.arm, arm.cache, arm.method, generations, split)
         metrics, series, table = condition_result(run)
         if recorder is not None:  # the calls behind its parts: cost_usd, calls_live, calls_replayed
@@ -101,7 +100,7 @@ def run_job(cfg, job, sweep) -> None:
         return Result(metrics, artifacts, {TABLE: table}, manifest, series=series, traces=calls)
 
     def summarize(found: dict[Hashable, dict[str, float] | None]) -> Result:
-        rows = {"{}/k={}".format(*key): m for key, m in found.items() if isinstance(key, tuple)}
+        rows = {key.cell: m for key, m in found.items() if isinstance(key, CyclesCell)}
         failed = sum(m is None for m in found.values())
         metrics = {"conditions": float(len(found)), "failed": float(failed)}
         done = [m["survival_last"] for m in found.values() if m is not None and "survival_last" in m]

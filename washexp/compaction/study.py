@@ -42,6 +42,7 @@ from washexp.provenance import code_digest, package_source, public_config
 from washexp.runner import Result, Work
 from washexp.tasks import manifest
 from washexp.tasks.planted import places
+from washexp.tracking.kinds import ArmRun, ConditionRun
 from washexp.tracking.traces import ModelCall
 
 log = logging.getLogger("washexp")
@@ -108,13 +109,7 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
     arm = Arm(method.name, None if method.whole else c.topn, c.ranker if not method.whole and c.topn else "jev")
     ident = identify(cfg, _family(cfg, method, arm, roles), sweep.shared(("code", CODE), _code), _model(cfg, roles))
     source = sweep.shared("package_source", package_source)
-    tags = {
-        "method": arm.method,
-        **({} if arm.topn is None else {"topn": str(arm.topn)}),  # Full has no top-N: no tag, never "n/a"
-        **({} if arm.ranker == "jev" else {"ranker": arm.ranker}),  # Jev's arms keep the tags they had
-        "phase": c.phase,
-        **family.common_tags(cfg, job, sweep),
-    }
+    tags = {**ArmRun(arm.method, arm.topn, arm.ranker, c.phase).tags(), **family.common_tags(cfg, job, sweep)}
     if isinstance(method, Plugin):
         plugin = method.spec
         tags |= {"washexp.plugin.target": plugin["target"], "washexp.plugin.package": str(plugin["package"])}
@@ -126,14 +121,14 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         f"{arm.label} · arm",
         {**ident.spec, "tasks": {t.id: t.digest for t in tasks}},
         {**params, "tasks": len(tasks), **({"taskset": taskset} if taskset else {})},
-        {**tags, "washexp.kind": "arm"},
+        tags,
     )
     children = [
         Work(
             f"{arm.label} · {t.id}",
             {**ident.spec, "task": t.id, "fixture": t.digest},
             {**params, "task": t.id, "cohort": t.cohort},
-            {**tags, "washexp.kind": "condition", "task": t.id, "cohort": t.cohort, **planted_tag(t)},
+            {**tags, **ConditionRun(t.id, t.cohort).tags(), **planted_tag(t)},
             key=t.id,
         )
         for t in tasks

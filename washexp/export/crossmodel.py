@@ -15,8 +15,9 @@ import pandas as pd
 
 from washexp.errors import ConfigError, WashexpError
 from washexp.export import selection
+from washexp.tracking.kinds import Kind
 
-PARENT_KIND = {"compaction": "arm", "wash": "measurement"}
+PARENT_KIND = {"compaction": Kind.ARM, "wash": Kind.MEASUREMENT}
 """The run kind that names a model's part of a record, per topic."""
 
 

@@ -23,11 +23,9 @@ from collections.abc import Hashable
 import pandas as pd
 
 from washexp.errors import WashexpError
+from washexp.tracking.kinds import KIND_TAG, Kind
 from washexp.tracking.reader import ROWS
-
-KIND = "tags.washexp.kind"
-PARENT = "tags.mlflow.parentRunId"
-LINK = "tags.washexp.link"
+from washexp.tracking.runs import LINK_TAG, PARENT_TAG
 
 
 def tag(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -65,7 +63,7 @@ def parents(
     """The parent runs of ``kind`` after the filters, newest first (every status). With ``sweeps``,
     also the parents those sweeps reused whole (see the module doc); ``reused_from`` and
     ``reused_by`` are None on a sweep's own runs."""
-    out = runs[tag(runs, "washexp.kind") == kind].assign(reused_from=None, reused_by=None)
+    out = runs[tag(runs, KIND_TAG) == kind].assign(reused_from=None, reused_by=None)
     if sweeps:
         out = out[in_sweeps(tag(out, "sweep"), sweeps).astype(bool)]  # bool: an empty mask selects rows, not columns
         out = pd.concat([out, reused(runs, kind, sweeps)]).drop_duplicates("run_id", keep="first")
@@ -81,31 +79,31 @@ def reused(runs: pd.DataFrame, kind: str, sweeps: tuple[str, ...]) -> pd.DataFra
     """The parents of ``kind`` that ``sweeps`` reused whole from other sweeps: the targets of their
     top-level link runs, each with ``reused_from`` (its own sweep) and ``reused_by``."""
     links = runs[
-        (tag(runs, "washexp.kind") == "link")
-        & tag(runs, "mlflow.parentRunId").isna()
+        (tag(runs, KIND_TAG) == Kind.LINK)
+        & tag(runs, PARENT_TAG).isna()
         & in_sweeps(tag(runs, "sweep"), sweeps).astype(bool)
     ]
-    ids = tag(links, "washexp.link").tolist()
+    ids = tag(links, LINK_TAG).tolist()
     missing = sorted({str(i) for i in ids} - set(runs["run_id"]))
     if missing:
         raise WashexpError(f"link run(s) name runs this experiment lacks: {', '.join(missing)}")
     targets = runs.set_index("run_id", drop=False).loc[ids].reset_index(drop=True)
     targets = targets.assign(reused_from=tag(targets, "sweep").tolist(), reused_by=tag(links, "sweep").tolist())
-    return targets[tag(targets, "washexp.kind") == kind]
+    return targets[tag(targets, KIND_TAG) == kind]
 
 
 def children(runs: pd.DataFrame, parent_ids, kinds: tuple[str, ...]) -> pd.DataFrame:
     """The children of ``parent_ids``: their own runs of ``kinds`` and the targets of their link
     runs, each row with ``parent`` (the parent it is listed under), newest first."""
-    under = runs[tag(runs, "mlflow.parentRunId").isin(list(parent_ids))]
-    own = under[tag(under, "washexp.kind").isin(kinds)].assign(parent=lambda f: tag(f, "mlflow.parentRunId"))
-    links = under[tag(under, "washexp.kind") == "link"]
-    targets = runs[tag(runs, "washexp.kind").isin(kinds)].set_index("run_id", drop=False)
-    linked = targets.reindex(tag(links, "washexp.link").tolist()).dropna(subset=["run_id"])
+    under = runs[tag(runs, PARENT_TAG).isin(list(parent_ids))]
+    own = under[tag(under, KIND_TAG).isin(kinds)].assign(parent=lambda f: tag(f, PARENT_TAG))
+    links = under[tag(under, KIND_TAG) == Kind.LINK]
+    targets = runs[tag(runs, KIND_TAG).isin(kinds)].set_index("run_id", drop=False)
+    linked = targets.reindex(tag(links, LINK_TAG).tolist()).dropna(subset=["run_id"])
     if len(linked) != len(links):
-        missing = sorted(set(tag(links, "washexp.link")) - set(targets.index))
+        missing = sorted(set(tag(links, LINK_TAG)) - set(targets.index))
         raise WashexpError(f"link run(s) name runs this experiment lacks: {', '.join(missing)}")
-    linked = linked.assign(parent=tag(links, "mlflow.parentRunId").tolist()).reset_index(drop=True)
+    linked = linked.assign(parent=tag(links, PARENT_TAG).tolist()).reset_index(drop=True)
     ROWS.update(under["run_id"], linked["run_id"])
     both = pd.concat([own, linked], ignore_index=True) if len(linked) else own.reset_index(drop=True)
     return both.sort_values("start_time", ascending=False, kind="stable")

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 
 from washexp import measurements
+from washexp.tracking.kinds import KIND_TAG, Kind
 
 VIEW_KEY = "washexp"
 """The share key washexp's view is saved under (one per experiment)."""
 
-RUN_KINDS = {"compaction": "arm", "wash": "measurement"}
+RUN_KINDS = {"compaction": Kind.ARM, "wash": Kind.MEASUREMENT}
 """Per family: the run kind the table shows (its headline columns are its measurements', the first
 found: :func:`washexp.measurements.headlines`)."""
 
@@ -25,10 +26,10 @@ def view_state(family: str) -> dict:
     """The shared view for one family's experiment: its top-level runs, sorted by name, with the
     headline metrics as columns and every run shown (not the first 10). The sweep's id is a
     column beside the name: arms of two sweeps share a name (``S top1 · arm``)."""
-    kind, metrics = RUN_KINDS.get(family, "arm"), measurements.headlines(family) if family in RUN_KINDS else []
+    kind, metrics = RUN_KINDS.get(family, Kind.ARM), measurements.headlines(family) if family in RUN_KINDS else []
     columns = ["tags.`mlflow.runName`", "tags.`sweep`", *(f"metrics.`{m}`" for m in metrics)]
     return {
-        "searchFilter": f"tags.`washexp.kind` = '{kind}'",
+        "searchFilter": f"tags.`{KIND_TAG}` = '{kind.value}'",
         "orderByKey": "tags.`mlflow.runName`",
         "orderByAsc": True,
         "selectedColumns": columns,

@@ -45,11 +45,11 @@ from typing import Any
 from washexp.hashing import sha256_bytes, tree_digest
 from washexp.masking import mask, mask_bytes, secret_values
 from washexp.tracking.failures import StoreError, store_failure
+from washexp.tracking.kinds import KIND_TAG, Kind
 from washexp.tracking.runs import (
     ERROR_TAG,
     ERROR_TYPE_TAG,
     HASH_TAG,
-    KIND_TAG,
     LINK_TAG,
     OWNER,
     OWNER_TAG,
@@ -272,7 +272,7 @@ class Tracker:
         never found, reused or linked itself; a record reads ``target`` through it. With no
         ``parent_id`` it is a top-level link: a whole arm (or measurement) another sweep finished,
         reused by the sweep its ``tags`` name."""
-        tags = {**tags, KIND_TAG: "link", LINK_TAG: target.run_id}
+        tags = {**tags, KIND_TAG: Kind.LINK.value, LINK_TAG: target.run_id}
         run = self.open(name, "", {}, tags, parent_id=parent_id)
         run.finish(target.metrics, {})
 

@@ -23,13 +23,14 @@ from washexp.compaction.records import tables as record_tables
 from washexp.compaction.records import variance as record_variance
 from washexp.compaction.records.data import compare_data
 from washexp.compaction.records.planted import planted_tables
-from washexp.compaction.records.runs import metric, provenance_head, study_runs, topn_of, unique, value
+from washexp.compaction.records.runs import metric, provenance_head, study_runs, unique, value
 from washexp.export import decide, plots, selection
 from washexp.export.records import Column, Plot, Record, Table
 from washexp.export.run_facts import run_facts
 from washexp.export.spend import role_spend
 from washexp.models.base import OverWindow
 from washexp.tokens import TOKENIZER
+from washexp.tracking.kinds import ArmRun, Kind
 
 COHORTS = ("primary", "control")
 OVER_WINDOW = OverWindow.__name__
@@ -54,7 +55,7 @@ def build(runs: pd.DataFrame, options) -> list[Record]:
 
 def study_records(runs: pd.DataFrame, options) -> list[Record]:
     """The study's record per model (``measurement=single``), none without an arm run."""
-    arms = selection.parents(runs, "arm", model=options.model, sweeps=options.sweeps, until=options.date)
+    arms = selection.parents(runs, Kind.ARM, model=options.model, sweeps=options.sweeps, until=options.date)
     return [] if arms.empty else _study(runs, options)
 
 
@@ -294,13 +295,13 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks)
             v, tokens = value(a, f"{c}/{score}"), value(a, f"{c}/input_tokens")
             if v is None:
                 continue
-            n = topn_of(a["topn"])
+            n = ArmRun.parse("topn", a["topn"])
             if a["method"] in series and n is not None:  # only Full and the closed book have no N
                 series[a["method"]].append((n, v))
             if a["method"] == "full":
                 full[c] = v
             if tokens is not None:
-                points[c].append((a["method"], topn_of(a["topn"]), tokens, v))
+                points[c].append((a["method"], ArmRun.parse("topn", a["topn"]), tokens, v))
         by_cohort[c] = {m: sorted(p) for m, p in series.items()}
     return (
         Plot(

@@ -25,8 +25,9 @@ from washexp.compaction.records.runs import ARM_COLUMNS, provenance_head
 from washexp.export import decide, plots, selection
 from washexp.export.records import Column, Plot, Record, Table
 from washexp.export.run_facts import run_facts
+from washexp.tracking.kinds import KIND_TAG, CliffCell, Kind
 
-KIND, CHILD = "cliff", "cliff-condition"
+KIND, CHILD = Kind.CLIFF, Kind.CLIFF_CELL
 SCORES = ("retention", "fact_accuracy")
 AXES = ("budget", "length")
 UNITS = {"budget": "tokens of budget", "length": "tokens of trajectory"}
@@ -102,7 +103,7 @@ def records(runs: pd.DataFrame, options) -> list[Record]:
 
 
 def has_cliff(runs: pd.DataFrame) -> bool:
-    return bool((selection.tag(runs, "washexp.kind") == KIND).any())
+    return bool((selection.tag(runs, KIND_TAG) == KIND).any())
 
 
 def build(runs: pd.DataFrame, options) -> list[Record]:
@@ -114,8 +115,8 @@ def build(runs: pd.DataFrame, options) -> list[Record]:
     kids = selection.children(runs, parents["run_id"], (CHILD,))
     kids = kids.assign(
         task=selection.tag(kids, "task"),
-        length=selection.tag(kids, "length").astype(int),
-        budget=selection.tag(kids, "budget").astype(int),
+        length=[CliffCell.parse("length", v) for v in selection.tag(kids, "length")],
+        budget=[CliffCell.parse("budget", v) for v in selection.tag(kids, "budget")],
     )
     kids = kids.assign(cell=lambda f: "L" + f["length"].astype(str) + "/B" + f["budget"].astype(str) + "/" + f["task"])
     chosen, notes = selection.newest_complete_per_model(parents, kids, ["model", "method"], "cell")

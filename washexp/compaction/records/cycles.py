@@ -15,17 +15,16 @@ from collections.abc import Hashable
 
 import pandas as pd
 
-from washexp.compaction.condition import Arm
 from washexp.compaction.cycles import TABLE
 from washexp.compaction.records import decisions as record_decisions
-from washexp.compaction.records.runs import ARM_COLUMNS, provenance_head, topn_of
+from washexp.compaction.records.runs import labelled, provenance_head
 from washexp.errors import WashexpError
 from washexp.export import plots, selection
 from washexp.export.records import Column, Plot, Record, Table
 from washexp.export.run_facts import run_facts
+from washexp.tracking.kinds import KIND_TAG, CyclesCell, Kind
 from washexp.tracking.reader import load_table
 
-KIND, CHILD = "cycles", "cycles-condition"
 COHORTS = ("primary", "control")
 REFERENCE = (
     "Offline reference backend: a labelled deterministic baseline (extractive S and H, BM25 ranking, no "
@@ -35,7 +34,7 @@ REFERENCE = (
 
 
 def has_cycles(runs: pd.DataFrame) -> bool:
-    return bool((selection.tag(runs, "washexp.kind") == KIND).any())
+    return bool((selection.tag(runs, KIND_TAG) == Kind.CYCLES).any())
 
 
 def records(runs: pd.DataFrame, options) -> list[Record]:
@@ -45,20 +44,18 @@ def records(runs: pd.DataFrame, options) -> list[Record]:
 
 def build(runs: pd.DataFrame, options) -> list[Record]:
     """One cycles record per model, or none when the runs hold no cycles parent."""
-    parents = selection.parents(runs, KIND, model=options.model, sweeps=options.sweeps, until=options.date)
+    parents = selection.parents(runs, Kind.CYCLES, model=options.model, sweeps=options.sweeps, until=options.date)
     if parents.empty:
         return []
-    parents = parents.rename(columns=ARM_COLUMNS)
-    for col in ("topn", "ranker"):
-        if col not in parents:
-            parents[col] = None
-    rankers = [r if isinstance(r, str) else "jev" for r in parents["ranker"]]
-    each = [Arm(m, topn_of(n), r) for m, n, r in zip(parents["method"], parents["topn"], rankers, strict=True)]
-    parents["label"] = [a.label for a in each]
-    parents["order"] = [a.order for a in each]
-    kids = selection.children(runs, parents["run_id"], (CHILD,))
-    kids = kids.assign(task=selection.tag(kids, "task"), cohort=selection.tag(kids, "cohort"))
-    kids = kids.assign(k=selection.tag(kids, "k").astype(int), cell=lambda f: f["task"] + "/k=" + f["k"].astype(str))
+    parents = labelled(parents)
+    kids = selection.children(runs, parents["run_id"], (Kind.CYCLES_CELL,))
+    cells = [CyclesCell.from_row(row) for _, row in kids.iterrows()]
+    kids = kids.assign(
+        task=[c.task for c in cells],
+        cohort=[c.cohort for c in cells],
+        k=[c.k for c in cells],
+        cell=[c.cell for c in cells],
+    )
     chosen, notes = selection.newest_complete_per_model(parents, kids, ["model", "label", "phase"], "cell")
     if chosen.empty:
         return []

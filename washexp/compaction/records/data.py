@@ -9,7 +9,8 @@ from __future__ import annotations
 import pandas as pd
 
 from washexp.compaction.generation import INVALID_KINDS
-from washexp.compaction.records.runs import score, topn_of, value
+from washexp.compaction.records.runs import score, value
+from washexp.tracking.kinds import ArmRun
 from washexp.tracking.reader import load_table
 
 
@@ -36,7 +37,7 @@ def task_rows(final: pd.DataFrame, conds: pd.DataFrame) -> list[dict]:
         {
             "arm": c["label"],
             "method": method[c["label"]],
-            "topn": topn_of(topn[c["label"]]),
+            "topn": ArmRun.parse("topn", topn[c["label"]]),
             "cohort": c["cohort"],
             "task": c["task"],
             "failed": c["status"] == "FAILED",

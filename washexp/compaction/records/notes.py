@@ -7,6 +7,7 @@ import json
 
 import pandas as pd
 
+from washexp.compaction.baselines import kind_of
 from washexp.compaction.methods import BASELINES
 from washexp.compaction.records.runs import value
 
@@ -36,7 +37,7 @@ def method_notes(arms: pd.DataFrame, reference: bool) -> list[str]:
         notes.append(f"H is {'; '.join(labels)}.")
     builtin = {"full", "none", "S", "H"}
     methods = {str(m) for m in arms.get("method", pd.Series(dtype=object)).dropna()} - builtin
-    baselines = sorted(m for m in methods if m.split(" ")[0] in BASELINES)  # ``mask M=10``: kind, params
+    baselines = sorted(m for m in methods if kind_of(m) in BASELINES)  # ``mask M=10``: kind, params
     plugins = sorted(methods - set(baselines))
     if baselines:
         notes.append(

@@ -21,19 +21,16 @@ from washexp import __version__
 from washexp.compaction.condition import Arm
 from washexp.errors import WashexpError
 from washexp.export import selection
+from washexp.tracking.kinds import ArmRun, ConditionRun, Kind
 
 ARM_COLUMNS = {
-    "tags.method": "method",
-    "tags.topn": "topn",
-    "tags.ranker": "ranker",
-    "tags.phase": "phase",
+    **ArmRun.columns(),  # method, topn, ranker, phase
     "tags.model": "model",
     "tags.sweep": "sweep",
     "tags.washexp.overrides": "overrides",
 }
 CONDITION_COLUMNS = {
-    "tags.task": "task",
-    "tags.cohort": "cohort",
+    **ConditionRun.columns(),  # task, cohort
     "tags.washexp.sha256.fixture": "fixture_sha256",
     "parent": "arm_run_id",  # the arm it is listed under (a linked run's own parent may differ)
 }
@@ -56,16 +53,8 @@ def select_arms(
     runs: pd.DataFrame, *, model: str | None = None, sweeps: tuple[str, ...] = (), until: str | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[Hashable, list[str]]]:
     """The arm runs a record covers (see :mod:`washexp.export.selection`) and their conditions."""
-    arms = selection.parents(runs, "arm", model=model, sweeps=sweeps, until=until).rename(columns=ARM_COLUMNS)
-    if "topn" not in arms:  # Full carries no top-N tag: a store of Full arms alone has no such column
-        arms["topn"] = None
-    if "ranker" not in arms:  # only a non-Jev ranker is tagged
-        arms["ranker"] = None
-    rankers = [r if isinstance(r, str) else "jev" for r in arms["ranker"]]
-    each = [Arm(m, topn_of(n), r) for m, n, r in zip(arms["method"], arms["topn"], rankers, strict=True)]
-    arms["label"] = [a.label for a in each]
-    arms["order"] = [a.order for a in each]
-    kids = selection.children(runs, arms["run_id"], ("condition",)).rename(columns={"tags.task": "task"})
+    arms = labelled(selection.parents(runs, Kind.ARM, model=model, sweeps=sweeps, until=until))
+    kids = selection.children(runs, arms["run_id"], (Kind.CONDITION,)).rename(columns={"tags.task": "task"})
     chosen, notes = selection.newest_complete_per_model(arms, kids, ["model", "label", "phase"], "task")
     if chosen.empty:
         return chosen, kids.iloc[0:0], notes
@@ -73,9 +62,17 @@ def select_arms(
     return chosen.reset_index(drop=True), kids, notes
 
 
-def topn_of(tag) -> int | None:
-    """An arm's top-N tag; Full has none (runs made before 2026-12-01 tagged it ``n/a``)."""
-    return None if pd.isna(tag) or tag == "n/a" else int(tag)
+def labelled(parents: pd.DataFrame) -> pd.DataFrame:
+    """Arm runs (or cycles parents) with the ``ARM_COLUMNS`` names, and each one's ``label`` and
+    ``order`` from its typed tags (:class:`~washexp.tracking.kinds.ArmRun`)."""
+    each = [ArmRun.from_row(row) for _, row in parents.iterrows()]
+    arms = parents.rename(columns=ARM_COLUMNS)
+    for col in ("topn", "ranker"):  # untagged on Full and on Jev's arms: a store may have no such column
+        if col not in arms:
+            arms[col] = None
+    arms["label"] = [Arm(a.method, a.topn, a.ranker).label for a in each]
+    arms["order"] = [Arm(a.method, a.topn, a.ranker).order for a in each]
+    return arms
 
 
 def conditions_of(kids: pd.DataFrame, arms: pd.DataFrame) -> pd.DataFrame:

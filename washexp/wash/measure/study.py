@@ -33,6 +33,7 @@ from washexp.models.llama_server import prompt_tokens_evaluated
 from washexp.models.local import flat_params
 from washexp.provenance import code_digest, files_digest, package_source, public_config
 from washexp.runner import Result, Work
+from washexp.tracking.kinds import MeasurementRun, WashArmRun, WashFidelityRun, WashStoreRun
 from washexp.tracking.traces import calls_from
 from washexp.wash import pipeline
 from washexp.wash.coalwash import caliper, gauge, ported
@@ -203,11 +204,7 @@ def run_job(cfg, job, sweep) -> None:
             own["plain_prompts"] = prompt_digests(("plain", "plain-target"))
     ident = identify(cfg, own, sweep.shared(("code", code), lambda: code_digest(code, CODE_DATA)))
     tags = {
-        "measurement": m.name,
-        "washer": washer_name,
-        "gauge": gauge_name,
-        "operator": w.operator,
-        "gates": str(w.gates).lower(),
+        **MeasurementRun(m.name, washer_name, gauge_name, w.operator, bool(w.gates)).tags(),
         **family.common_tags(cfg, job, sweep),
         **ported.releases(the_gauge.config.pins),
     }
@@ -233,7 +230,7 @@ def run_job(cfg, job, sweep) -> None:
         compute = _traced(compute, washer_model.recorder)
     if washer_model is not None:  # what each child's calls cost, and the measurement's sum
         compute, summarize = _charged(compute, summarize, washer_model.recorder)
-    parent = Work(f"{label} · {m.name}", planned.identity, params, {**tags, "washexp.kind": "measurement"})
+    parent = Work(f"{label} · {m.name}", planned.identity, params, tags)
     group = family.Group(label, planned.unit, parent, planned.children, compute, summarize, planned.headline)
     family.run(cfg, job, sweep, group, tracked=tracker, fatal=(ModelError,), wait=True)
 
@@ -249,7 +246,7 @@ def plan_sawtooth(it: Job) -> Planned:
             f"arm {a}, {'washed when the gauge fires' if units[a] else 'never washed'} · {it.label}",
             {**it.ident.spec, "feed_sha256": tree_digest(feed_files), "arm": a},  # content, never the path
             {**it.params, "feed": feed.name, "arm": a},
-            {**it.tags, "washexp.kind": "wash-arm", "arm": a, "feed": feed.name},
+            {**it.tags, **WashArmRun(a, feed.name).tags()},
             key=a,
         )
         for a in units
@@ -288,7 +285,7 @@ def plan_fidelity(it: Job) -> Planned:
             f"{s.name} · {m.name} · gated {gated_cfg['name']}",
             {**it.ident.spec, "store_sha256": s.digest},  # content, never the path
             {**it.params, "store": s.name, "arm": "off"},
-            {**it.tags, "washexp.kind": "wash-fidelity", "store": s.name, "arm": "off", "gated": gated_cfg["name"]},
+            {**it.tags, **WashFidelityRun(s.name, gated_cfg["name"]).tags()},
             key=(s.name, "off"),
         )
         for s in stores.values()
@@ -332,9 +329,7 @@ def plan_rounds(it: Job) -> Planned:
             {
                 **it.tags,
                 **ported.releases(_gauge_for(arm, dict(w.gauge)).config.pins),
-                "washexp.kind": "wash-store",
-                "store": s.name,
-                "arm": arm,
+                **WashStoreRun(s.name, arm).tags(),
             },
             key=(s.name, arm),
         )

@@ -24,6 +24,7 @@ from washexp import __version__
 from washexp.errors import WashexpError
 from washexp.export import crossmodel, selection
 from washexp.export.records import Column, Record, Table, through
+from washexp.tracking.kinds import Kind
 from washexp.wash.records import measurements as per_model
 
 ACROSS = "across tiers"
@@ -37,7 +38,7 @@ PHASES = (
 def build(runs: pd.DataFrame, options) -> Record:
     single = {}
     for model in options.models:
-        found = selection.parents(runs, "measurement", model=model, sweeps=options.sweeps, until=options.date)
+        found = selection.parents(runs, Kind.MEASUREMENT, model=model, sweeps=options.sweeps, until=options.date)
         crossmodel.one_identity(found, model)
         (record,) = per_model.build(runs, dataclasses.replace(options, model=model, models=()))
         single[model] = record

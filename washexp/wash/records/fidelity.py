@@ -26,6 +26,7 @@ from matplotlib.ticker import MaxNLocator
 from washexp.errors import WashexpError
 from washexp.export.plots import plt  # pyplot with the Agg backend chosen
 from washexp.export.records import Column, Plot, Table
+from washexp.tracking.kinds import KIND_TAG, Kind
 from washexp.wash.coalwash.recall import CLASSES
 
 RECOVERABILITY = "not measured"
@@ -49,7 +50,7 @@ ARM_ORDER = {"unchecked": 0, "gated": 1, "truncate": 2, "plain": 3}
 def _raws(parents: pd.DataFrame, kids: pd.DataFrame, name: str, read: Callable[[str, str], dict | None]):
     out = []
     for _, p in parents.iterrows():
-        mine = kids[(kids["parent"] == p["run_id"]) & (kids["tags.washexp.kind"] == "wash-fidelity")]
+        mine = kids[(kids["parent"] == p["run_id"]) & (kids[f"tags.{KIND_TAG}"] == Kind.WASH_FIDELITY)]
         for _, kid in mine.drop_duplicates("tags.store").iterrows():
             if kid["status"] != "FINISHED":
                 continue

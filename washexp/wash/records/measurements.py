@@ -19,12 +19,13 @@ from washexp.export import plots, selection
 from washexp.export.records import Column, Plot, Record, Table
 from washexp.export.run_facts import run_facts
 from washexp.export.spend import role_spend
+from washexp.tracking.kinds import KIND_TAG, Kind, MeasurementRun
 from washexp.tracking.reader import json_artifact
 from washexp.wash.coalwash import ported
 from washexp.wash.measure.fidelity import FIDELITY
 from washexp.wash.measure.summary import fact_loss_pct
 from washexp.wash.records import fidelity as record_fidelity
-from washexp.wash.records.washers import gates_label, washers_table
+from washexp.wash.records.washers import washers_table
 
 KEYS = ["model", "measurement", "washer", "gauge", "operator", "gates"]
 REFERENCE_HEADLINE = (
@@ -69,12 +70,12 @@ _value = selection.value
 def build(runs: pd.DataFrame, options) -> list[Record]:
     """Which runs: :mod:`washexp.export.selection`, keyed per measurement by :data:`KEYS`; its
     children are the store (or sawtooth arm) runs it planned, each (store, gauge arm) once."""
-    found = selection.parents(runs, "measurement", model=options.model, sweeps=options.sweeps, until=options.date)
+    found = selection.parents(runs, Kind.MEASUREMENT, model=options.model, sweeps=options.sweeps, until=options.date)
     for k in KEYS:
         found[k] = selection.tag(found, k)
     recorded = [n for n in measurements.names("wash") if measurements.get(n).record is not None]
     found = found[found["measurement"].isin(recorded)]  # a measurement without a record part is not in it
-    children = selection.children(runs, found["run_id"], ("wash-store", "wash-arm", "wash-fidelity"))
+    children = selection.children(runs, found["run_id"], (Kind.WASH_STORE, Kind.WASH_ARM, Kind.WASH_FIDELITY))
     children["planned"] = list(zip(selection.tag(children, "store"), selection.tag(children, "arm"), strict=True))
     parents, notes = selection.newest_complete_per_model(found, children, KEYS, "planned")
     if parents.empty:
@@ -115,7 +116,7 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left
         tables.append(cost)
     if (spent := role_spend(parents)) is not None:  # runs since calls were counted per role (issue 49)
         tables.append(spent)
-    for _, kid in kids[kids["tags.washexp.kind"] == "wash-store"].iterrows():
+    for _, kid in kids[kids[f"tags.{KIND_TAG}"] == Kind.WASH_STORE].iterrows():
         for rd in json_artifact(options.uri, kid["run_id"], "rounds.json") or []:
             for lost in rd.get("lost_now", []):
                 cut = (
@@ -164,7 +165,7 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left
                 "gates off (the plain-compress control, or any washer run with gates=false): no fidelity gate, no "
                 "keeps, no LEAN stop; the operator still sees every delete. Its washer is named '<washer> (gates off)'."
             ]
-            if "false" in set(parents["gates"].astype(str).str.lower())
+            if not all(MeasurementRun.parse("gates", g) for g in parents["gates"])
             else []
         ),
         "Gauge arm 'off' shows what the washer alone does; 'configured' is the named CoalWash gauge. A gauge that "
@@ -262,7 +263,7 @@ def _compare_data(kids: pd.DataFrame, uri: str) -> dict[str, list]:
     (cumulative, as the scorer lists them), and each store's muscle needles by id."""
     rounds: list[dict] = []
     muscle: dict[str | None, dict] = {}  # by the run's store tag
-    for _, kid in kids[kids["tags.washexp.kind"] == "wash-store"].iterrows():
+    for _, kid in kids[kids[f"tags.{KIND_TAG}"] == Kind.WASH_STORE].iterrows():
         store = kid.get("tags.store")
         needles, scored = (
             json_artifact(uri, kid["run_id"], "muscle.json"),
@@ -668,7 +669,7 @@ def _reached(leak: dict) -> str:
 
 def _who(washer, gates) -> str:
     """The washer as the tables name it: ``plain (gates off)`` for a run without the gates."""
-    return f"{washer} (gates off)" if gates_label(gates) == "off" else str(washer)
+    return str(washer) if MeasurementRun.parse("gates", gates) else f"{washer} (gates off)"
 
 
 def _int(v) -> str:

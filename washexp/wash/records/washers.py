@@ -22,11 +22,12 @@ from collections.abc import Callable
 import pandas as pd
 
 from washexp.export.records import Column, Table
+from washexp.tracking.kinds import MeasurementRun
 
 
 def gates_label(value) -> str:
-    """``on``/``off`` from a run's ``gates`` tag (``true``/``false``)."""
-    return "off" if str(value).lower() == "false" else "on"
+    """``on``/``off`` from a run's ``gates`` tag."""
+    return "on" if MeasurementRun.parse("gates", value) else "off"
 
 
 def _sum(rows: pd.DataFrame, name: str) -> float | None:
