@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from washexp.config import SHORT_KEYS, SHORT_PREFIXES, Config, register
-from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
+from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError, first_line
 from washexp.inputs import check_config_tree
 from washexp.ledger import closing_lines
 from washexp.masking import declare, guarded_streams
@@ -266,12 +266,12 @@ def one_line(err: BaseException) -> str:
     key = getattr(err, "full_key", None)
     if isinstance(err, MissingMandatoryValue) and key:  # OmegaConf's words name a dataclass, not the fix
         return f"{key} is not set and has no default here: name it ({key}=...)"
-    parts = [str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__]
+    parts = [first_line(err)]
     if key:  # OmegaConf knows which key it is about
         parts.insert(0, key)
     cause = err.__cause__
     if cause is not None and str(cause).strip():
-        parts.append(str(cause).strip().splitlines()[0])
+        parts.append(first_line(cause))
     text = str(err)
     if "Available options" in text:
         options = re.findall(r"^\s+(\S+)$", text.split("Available options", 1)[1], flags=re.M)

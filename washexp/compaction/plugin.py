@@ -31,7 +31,7 @@ from typing import Any
 from washexp.compaction.checkpoint import Checkpoint, generate
 from washexp.compaction.frozen import Made
 from washexp.compaction.method import attempts_record
-from washexp.errors import ConfigError, ModelError
+from washexp.errors import ConfigError, ModelError, first_line
 from washexp.hashing import canonical_json
 from washexp.registry import load
 from washexp.tokens import count
@@ -110,7 +110,7 @@ class Plugin:
         except (
             Exception
         ) as err:  # the plugin boundary: a third party's bug is its condition's zero, not the sweep's end
-            return Made(None, f"{self.name}: {type(err).__name__}: {_line(err)}", tuple(keys))
+            return Made(None, f"{self.name}: {first_line(err, named=True)}", tuple(keys))
         return Made(cp, None, cp.keys)
 
 
@@ -125,11 +125,6 @@ def _chat(roles, task_id: str, generation: int, role: str, keys: list[str]):
         return reply.text
 
     return chat
-
-
-def _line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else "(no message)"
 
 
 def build(name: str, target: str | None, args: dict[str, Any]) -> Plugin:
@@ -150,13 +145,13 @@ def build(name: str, target: str | None, args: dict[str, Any]) -> Plugin:
     try:
         factory = load(target)
     except Exception as err:  # the plugin boundary: importing a third party's module, any failure its config's
-        raise ConfigError(f"{where}: cannot load it: {type(err).__name__}: {_line(err)}") from None
+        raise ConfigError(f"{where}: cannot load it: {first_line(err, named=True)}") from None
     if not callable(factory):
         raise ConfigError(f"{where}: is a {type(factory).__name__}, not a factory")
     try:
         compactor = factory(**dict(args or {}))
     except Exception as err:  # the plugin boundary: its factory's failure is its config's
-        raise ConfigError(f"{where}: the factory raised {type(err).__name__}: {_line(err)}") from None
+        raise ConfigError(f"{where}: the factory raised {first_line(err, named=True)}") from None
     if not callable(getattr(compactor, "compact", None)):
         raise ConfigError(f"{where}: the factory returned a {type(compactor).__name__}, which has no compact(request)")
     if name == "plugin":

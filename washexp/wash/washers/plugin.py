@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from washexp.errors import ConfigError, WashexpError
+from washexp.errors import ConfigError, WashexpError, first_line
 from washexp.registry import load
 
 GROUP = "washexp.washers"
@@ -28,17 +28,12 @@ def entry_points() -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=GROUP)}
 
 
-def _line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else "(no message)"
-
-
 def factory(target: str) -> Any:
     """The object ``target`` names; one line naming it when it cannot be loaded."""
     try:
         made = load(target)
     except Exception as err:  # the plugin boundary: importing a third party's module, any failure its config's
-        raise ConfigError(f"washer.target={target}: cannot load it: {type(err).__name__}: {_line(err)}") from None
+        raise ConfigError(f"washer.target={target}: cannot load it: {first_line(err, named=True)}") from None
     if not callable(made):
         raise ConfigError(f"washer.target={target}: is a {type(made).__name__}, not a factory")
     return made
@@ -51,7 +46,7 @@ def build(target: str, make, kwargs: dict[str, Any]):
     except ConfigError:
         raise
     except Exception as err:  # the plugin boundary: its factory's failure is its config's
-        raise ConfigError(f"washer.target={target}: the factory raised {type(err).__name__}: {_line(err)}") from None
+        raise ConfigError(f"washer.target={target}: the factory raised {first_line(err, named=True)}") from None
     if not callable(getattr(washer, "propose", None)):
         kind = type(washer).__name__
         raise ConfigError(f"washer.target={target}: the factory returned a {kind}, which has no propose(...)")
@@ -78,7 +73,7 @@ class Guarded:
         except WashexpError:
             raise
         except Exception as err:  # the plugin boundary: a third party's washer failing is a failed round
-            raise WasherError(f"{where}: {type(err).__name__}: {_line(err)}") from None
+            raise WasherError(f"{where}: {first_line(err, named=True)}") from None
         if not isinstance(proposal, Proposal):
             raise WasherError(f"{where}: propose() returned {type(proposal).__name__}, expected a Proposal")
         return proposal
