@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from washexp.config import SHORT_KEYS, SHORT_PREFIXES, Config, register
-from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError, first_line
+from washexp.errors import USAGE, ConfigError, FixtureError, ModelError, WashexpError, fail, first_line
 from washexp.inputs import check_config_tree
 from washexp.ledger import closing_lines
 from washexp.masking import declare, guarded_streams
@@ -320,9 +320,8 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
         for folder in config_dirs(args, root):  # an alias bomb in a config: one line, not a hang
             check_config_tree(folder)
         sys.argv = [sys.argv[0], *expand_short_keys(expand_ranges(args))]
-    except WashexpError as err:
-        print(f"washexp: {err}", file=sys.stderr)
-        return 2
+    except WashexpError as err:  # found before any work
+        return fail("washexp", err, USAGE)
     register()
     os.environ["WASHEXP_PROJECT"] = str(root)  # conf/config.yaml puts outputs/ and multirun/ there
     new_output_dirs()  # this command's own folder, even when another started in the same second
