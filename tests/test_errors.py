@@ -37,7 +37,7 @@ def test_first_line_is_the_first_line_or_the_class_name():
         (ConfigError("topn=-1: must be >= 0"), USAGE),
         (WashexpError("the store failed mid-run"), FAILED),
         (ModelError("gave up after 6 attempts"), FAILED),
-        (FixtureError("t.json", "needles", "in no tool result"), FAILED),  # found mid-run unless said
+        (FixtureError("t.json", "needles", "in no tool result"), USAGE),
     ],
 )
 def test_fail_maps_an_error_by_its_class_and_prints_one_line(capsys, err, code):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from washexp.config import SHORT_KEYS, SHORT_PREFIXES, Config, register
-from washexp.errors import USAGE, ConfigError, FixtureError, ModelError, WashexpError, fail, first_line
+from washexp.errors import USAGE, ConfigError, ModelError, WashexpError, exit_code, fail, first_line
 from washexp.inputs import check_config_tree
 from washexp.ledger import closing_lines
 from washexp.masking import declare, guarded_streams
@@ -238,13 +238,10 @@ def _settled(sweep: Sweep):
 
     try:
         yield
-    except ModelError as err:
-        sweep.endpoint_down = str(err)
-        sweep.fail(str(err), 1)
-    except (ConfigError, FixtureError) as err:  # found before any work
-        sweep.fail(str(err), 2)
-    except WashexpError as err:
-        sweep.fail(str(err), 1)
+    except WashexpError as err:  # 2 for a ConfigError or FixtureError (found before any work), else 1
+        if isinstance(err, ModelError):
+            sweep.endpoint_down = str(err)
+        sweep.fail(str(err), exit_code(err))
     except OmegaConfBaseException as err:  # e.g. a mandatory value left unset
         sweep.fail(f"bad config: {one_line(err)}", 2)
 

@@ -6,7 +6,7 @@
     ├── FixtureError        a fixture file or field that breaks the format
     └── ModelError          an endpoint that cannot be used (unreachable, refuses, answers badly)
 
-The exit codes (every command's; :func:`fail` is the one mapping): 0 the job ran; 1 it could not
+The exit codes (every command's; :func:`fail`, by :func:`exit_code`, is the one mapping): 0 the job ran; 1 it could not
 finish (``FAILED``: an endpoint died, a gate blocked, compare found a regression); 2 a usage or
 input error found before any work (``USAGE``: one line naming what and where, nothing written).
 ``washexp score`` keeps CoalWash score.mjs's codes: 1 for usage and I/O alike.
@@ -64,13 +64,16 @@ def first_line(err: BaseException, named: bool = False) -> str:
     return f"{type(err).__name__}: {line}" if named and text else line
 
 
+def exit_code(err: BaseException) -> int:
+    """The exit code by the error's class: ``USAGE`` for a :class:`ConfigError` (a usage error is
+    one) or a :class:`FixtureError` (found before any work), ``FAILED`` for any other."""
+    return USAGE if isinstance(err, ConfigError | FixtureError) else FAILED
+
+
 def fail(prog: str, err: BaseException, code: int | None = None) -> int:
     """End a command on ``err``: its first line on stderr after ``prog``, and the exit code to
-    return. ``code`` when the command knows it by where it stopped (``USAGE`` for whatever it finds
-    while it checks its input, before any work; score's 1); else by the error: ``USAGE`` for a
-    :class:`ConfigError` (a usage error is one), ``FAILED`` for any other."""
+    return: ``code`` when the command knows it by where it stopped (``USAGE`` for whatever it finds
+    while it checks its input, before any work; score's 1), else :func:`exit_code`."""
     named = isinstance(err, OSError | UnicodeDecodeError)  # their text alone does not say what failed
     print(f"{prog}: {first_line(err, named)}", file=sys.stderr)
-    if code is not None:
-        return code
-    return USAGE if isinstance(err, ConfigError) else FAILED
+    return exit_code(err) if code is None else code
