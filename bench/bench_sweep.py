@@ -60,12 +60,12 @@ def child(out: Path, root: Path, argv: list[str]) -> int:
                 else:
                     spent["wall"] += time.perf_counter() - wall
                     spent["cpu"] += time.thread_time() - cpu
-                    spent["runs"] += fn.__name__ == "_close"  # every run written closes once
+                    spent["runs"] += fn.__name__ == "close_run"  # every run written closes once
 
         return wrapper
 
-    tracker = writer.Tracker
-    for name in ("find", "open", "mark_killed", "_close"):
+    tracker = writer.MlflowTracker
+    for name in ("find", "open", "mark_killed", "close_run"):
         setattr(tracker, name, timed(getattr(tracker, name)))
     if hasattr(tracker, "_set_up_store"):  # the set-up on its own thread (2026-12-02 on)
         tracker._set_up_store = timed(tracker._set_up_store, "setup")

@@ -174,9 +174,16 @@ def cli_reference() -> str:
 
 # -- errors -----------------------------------------------------------------------------------
 
-EXIT = {"ConfigError": "2", "FixtureError": "2", "ModelError": "1", "WashexpError": "1 (2 if found before any work)"}
-"""What each error class ends the command with (``washexp.app`` / ``washexp.cli``)."""
+EXIT = {
+    "UsageError": "2",
+    "ConfigError": "2",
+    "FixtureError": "2",
+    "ModelError": "1",
+    "WashexpError": "1 (2 if found before any work)",
+}
+"""What each error class ends the command with (``washexp.errors.fail``)."""
 WHAT_TO_DO = {
+    "UsageError": "Fix the argument the line names (`--help` lists them); nothing was run or written.",
     "ConfigError": "Fix the option, value or file the line names; nothing was run or written.",
     "FixtureError": "Fix the fixture file and field the line names (a task, store or feed); nothing ran.",
     "ModelError": "The endpoint or model failed mid-run: check it answers, then run the same command again "

@@ -575,6 +575,14 @@ def test_the_command_usage_errors_are_one_line_exit_2(tmp_path, capsys):
     assert "--max-mean-drop: 'x' is not a finite number >= 0" in capsys.readouterr().err
 
 
+def test_any_error_in_a_side_is_an_input_error_exit_2_whatever_its_class(tmp_path, capsys):
+    """compare only reads, so whatever stops it is in its input: a store (here a bundle folder,
+    which stands where a store goes) that is not what it says is exit 2, as a ConfigError is,
+    though its error (a BundleMismatch) is no ConfigError."""
+    assert compare_cli.main(["sweep-a", "sweep-b", "--tracking-uri", f"bundle:{tmp_path}"]) == 2
+    assert capsys.readouterr().err == "washexp compare: bundle artifact bundle.json: missing\n"
+
+
 @pytest.mark.parametrize(
     ("flag", "value", "what"),
     [

@@ -139,9 +139,9 @@ def test_a_workers_flush_returns_once_its_runs_are_stored(tmp_path):
     import threading
 
     from washexp.sweep import Sweep
-    from washexp.tracking.writer import Tracker
+    from washexp.tracking.writer import MlflowTracker
 
-    tracker = Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "compaction", tmp_path / "mlruns", tmp_path)
+    tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "compaction", tmp_path / "mlruns", tmp_path)
     sweep = Sweep(tmp_path)
     sweep.shared("tracker", lambda: tracker)
     stored, flushed = threading.Event(), threading.Event()

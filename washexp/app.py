@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from washexp.config import SHORT_KEYS, SHORT_PREFIXES, Config, register
-from washexp.errors import ConfigError, FixtureError, ModelError, WashexpError
+from washexp.errors import USAGE, ConfigError, ModelError, WashexpError, exit_code, fail, first_line
 from washexp.inputs import check_config_tree
 from washexp.ledger import closing_lines
 from washexp.masking import declare, guarded_streams
@@ -238,13 +238,10 @@ def _settled(sweep: Sweep):
 
     try:
         yield
-    except ModelError as err:
-        sweep.endpoint_down = str(err)
-        sweep.fail(str(err), 1)
-    except (ConfigError, FixtureError) as err:  # found before any work
-        sweep.fail(str(err), 2)
-    except WashexpError as err:
-        sweep.fail(str(err), 1)
+    except WashexpError as err:  # 2 for a ConfigError or FixtureError (found before any work), else 1
+        if isinstance(err, ModelError):
+            sweep.endpoint_down = str(err)
+        sweep.fail(str(err), exit_code(err))
     except OmegaConfBaseException as err:  # e.g. a mandatory value left unset
         sweep.fail(f"bad config: {one_line(err)}", 2)
 
@@ -266,12 +263,12 @@ def one_line(err: BaseException) -> str:
     key = getattr(err, "full_key", None)
     if isinstance(err, MissingMandatoryValue) and key:  # OmegaConf's words name a dataclass, not the fix
         return f"{key} is not set and has no default here: name it ({key}=...)"
-    parts = [str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__]
+    parts = [first_line(err)]
     if key:  # OmegaConf knows which key it is about
         parts.insert(0, key)
     cause = err.__cause__
     if cause is not None and str(cause).strip():
-        parts.append(str(cause).strip().splitlines()[0])
+        parts.append(first_line(cause))
     text = str(err)
     if "Available options" in text:
         options = re.findall(r"^\s+(\S+)$", text.split("Available options", 1)[1], flags=re.M)
@@ -320,9 +317,8 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
         for folder in config_dirs(args, root):  # an alias bomb in a config: one line, not a hang
             check_config_tree(folder)
         sys.argv = [sys.argv[0], *expand_short_keys(expand_ranges(args))]
-    except WashexpError as err:
-        print(f"washexp: {err}", file=sys.stderr)
-        return 2
+    except WashexpError as err:  # found before any work
+        return fail("washexp", err, USAGE)
     register()
     os.environ["WASHEXP_PROJECT"] = str(root)  # conf/config.yaml puts outputs/ and multirun/ there
     new_output_dirs()  # this command's own folder, even when another started in the same second

@@ -25,7 +25,7 @@ import sys
 import webbrowser
 from pathlib import Path
 
-from washexp.errors import ConfigError, WashexpError
+from washexp.errors import USAGE, ConfigError, Parser, WashexpError, fail
 from washexp.masking import guarded_streams
 
 
@@ -39,11 +39,11 @@ def _date(text: str) -> str:
 STORE_HELP = "MLflow store (default: sqlite:///<project>/mlruns/mlflow.db)"
 
 
-def _parser(root: Path) -> argparse.ArgumentParser:
+def _parser(root: Path) -> Parser:
     from washexp.tracking import default_uri
 
     more = "\n".join(f"  {name:9s} {text}" for name, text in PASSTHROUGH_HELP.items())
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="washexp",
         description="washexp: records, sweeps and the MLflow UI; memory-store tools.",
         epilog=f"more commands (each has its own --help):\n{more}",
@@ -52,7 +52,7 @@ def _parser(root: Path) -> argparse.ArgumentParser:
     # read (and removed) by _main before parsing, so that the project is found from DIR; shown here
     p.add_argument("-C", metavar="DIR", help="run as if started in DIR, as git -C does (first argument only)")
     sub = p.add_subparsers(dest="command", required=True)
-    store = argparse.ArgumentParser(add_help=False)
+    store = Parser(add_help=False)
     store.add_argument("--tracking-uri", default=default_uri(root), help=STORE_HELP)
     store.add_argument("--experiment", default="compaction", help="experiment name (default: compaction)")
 
@@ -84,7 +84,7 @@ def _parser(root: Path) -> argparse.ArgumentParser:
         help="also write <name>.bundle/ beside each record: its runs and artifacts, for washexp verify",
     )
 
-    allow = argparse.ArgumentParser(add_help=False)
+    allow = Parser(add_help=False)
     allow.add_argument(
         "--allow-host",
         action="append",
@@ -274,19 +274,16 @@ def _main(argv: list[str]) -> int:
     try:
         root = find_root()
     except WashexpError as err:
-        if not argv or {"-h", "--help"} & set(argv):  # help reads no project: print it anywhere
-            _parser(Path.cwd()).parse_args(argv)
-        print(f"washexp: {err}: cd into one, or name it: washexp -C <project> {argv[0]}", file=sys.stderr)
-        return 2
-    args = _parser(root).parse_args(argv)
+        if argv and not {"-h", "--help"} & set(argv):
+            return fail(
+                "washexp", ConfigError(f"{err}: cd into one, or name it: washexp -C <project> {argv[0]}"), USAGE
+            )
+        root = Path.cwd()  # help reads no project: it prints anywhere (no command at all is a usage error)
     try:
+        args = _parser(root).parse_args(argv)
         return {"export": export, "ui": ui, "runs": runs, "server": server}[args.command](args)
-    except ConfigError as err:  # a usage error found before any work (an unknown --topic, an unwritable --out)
-        print(f"washexp: {err}", file=sys.stderr)
-        return 2
-    except WashexpError as err:
-        print(f"washexp: {err}", file=sys.stderr)
-        return 1
+    except WashexpError as err:  # 2 for a usage error (an unknown --topic, an unwritable --out), else 1
+        return fail("washexp", err)
 
 
 if __name__ == "__main__":

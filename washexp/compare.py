@@ -22,15 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from washexp.errors import ConfigError, WashexpError
+from washexp.errors import USAGE, ConfigError, Parser, WashexpError, fail
 
 SCHEMA = 1
 
@@ -304,12 +303,12 @@ def _count(text: str) -> int:
     return value
 
 
-def _parser(root: Path | None) -> _Parser:
+def _parser(root: Path | None) -> Parser:
     # "no mutate" marks text a reader sees in --help only (docs/mutation.md); names, actions,
     # types and defaults are behaviour and stay mutated
     from washexp.tracking import default_uri
 
-    p = _Parser(
+    p = Parser(
         prog="washexp compare",
         description=__doc__.replace("``", ""),  # pragma: no mutate (the module doc, as plain text)
         formatter_class=argparse.RawDescriptionHelpFormatter,  # pragma: no mutate
@@ -364,15 +363,6 @@ def _parser(root: Path | None) -> _Parser:
     return p
 
 
-class _Usage(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2: main prints it
-        raise _Usage(message)
-
-
 def main(argv: list[str]) -> int:
     from washexp.project import find_root
 
@@ -389,12 +379,8 @@ def main(argv: list[str]) -> int:
         same = args.b == args.a  # a sweep against itself (a sanity check): its record is built once
         b = a if same else load_side(args.b, args.tracking_uri, args.experiment, tuple(args.sweep))
         found = compare(a, b, args.allow_subset)
-    except _Usage as err:
-        print(f"washexp compare: {err}", file=sys.stderr)
-        return 2
-    except WashexpError as err:
-        print(f"washexp compare: {err}", file=sys.stderr)
-        return 2
+    except WashexpError as err:  # compare only reads: whatever stops it is in its input
+        return fail("washexp compare", err, USAGE)
     regressed = found.regressed(args.max_needles_lost, args.max_mean_drop)
     if args.json:
         out = {

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from washexp.errors import ConfigError, FixtureError
+from washexp.errors import ConfigError, FixtureError, first_line
 from washexp.registry import unknown_name
 
 
@@ -156,10 +156,10 @@ def load_yaml(path: Path) -> Any:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        problem = getattr(err, "problem", None) or first_line(err)
         raise FixtureError(path, None, f"not valid YAML{where}: {problem}") from None
     except (ValueError, RecursionError) as err:  # e.g. a timestamp in year 0: valid YAML syntax, no value
-        raise FixtureError(path, None, f"not usable YAML: {str(err).splitlines()[0] if str(err) else err!r}") from None
+        raise FixtureError(path, None, f"not usable YAML: {first_line(err)}") from None
     if expanded_size(data, YAML_NODES + 1) > YAML_NODES:
         raise FixtureError(path, None, f"not usable YAML: its aliases expand to more than {YAML_NODES} values")
     return data

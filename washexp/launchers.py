@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
-from washexp.errors import WashexpError
+from washexp.errors import WashexpError, first_line
 
 log = logging.getLogger("washexp")
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
@@ -45,4 +45,4 @@ class PrepareStore(Callback):
             return
         except (OSError, LookupError) as err:  # a folder it cannot make, no primary config source: the jobs
             # open the store themselves and report the failure as they always do; anything else is a bug
-            log.warning("could not prepare the tracking store before the jobs: %s", str(err).splitlines()[0])
+            log.warning("could not prepare the tracking store before the jobs: %s", first_line(err))

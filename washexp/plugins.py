@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from washexp.errors import ConfigError
+from washexp.errors import ConfigError, first_line
 from washexp.registry import load, unknown_name
 
 GROUPS = {"method": "washexp.methods", "washer": "washexp.washers", "measurement": "washexp.measurements"}
@@ -36,11 +36,6 @@ def installed(kind: str) -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=GROUPS[kind])}
 
 
-def _line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else "(no message)"
-
-
 def find(kind: str, name: str, known: list[str]) -> tuple[str, metadata.Distribution | None]:
     """The target and distribution of the installed plug-in ``name``; an unknown name is one line
     with "did you mean" among ``known`` (the kind's own names) and the installed ones."""
@@ -55,7 +50,7 @@ def loaded(where: str, target: str) -> Any:
     try:
         return load(target)
     except Exception as err:  # the plugin boundary: importing a third party's module, any failure its config's
-        raise ConfigError(f"{where}: cannot load it: {type(err).__name__}: {_line(err)}") from None
+        raise ConfigError(f"{where}: cannot load it: {first_line(err, named=True)}") from None
 
 
 def factory(where: str, target: str) -> Any:
@@ -73,7 +68,7 @@ def build(where: str, make: Any, kwargs: dict[str, Any], method: str) -> Any:
     except ConfigError:
         raise
     except Exception as err:  # the plugin boundary: its factory's failure is its config's
-        raise ConfigError(f"{where}: the factory raised {type(err).__name__}: {_line(err)}") from None
+        raise ConfigError(f"{where}: the factory raised {first_line(err, named=True)}") from None
     if not callable(getattr(made, method.partition("(")[0], None)):
         raise ConfigError(f"{where}: the factory returned a {type(made).__name__}, which has no {method}")
     return made

@@ -24,23 +24,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from washexp.compaction.records import decisions as record_decisions
-from washexp.errors import ConfigError, WashexpError
+from washexp.errors import ConfigError, Parser, WashexpError, fail
 from washexp.export import decide
-
-
-class _Usage(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2: main prints it
-        raise _Usage(message)
 
 
 def _fraction(name: str):
@@ -177,7 +167,7 @@ def report(path: str, record: dict, delta: float, power: float, family: str, coh
 def main(argv: list[str]) -> int:
     from washexp.verify import load_record
 
-    p = _Parser(prog="washexp power", description=__doc__.split("\n\n")[0].replace("``", ""))
+    p = Parser(prog="washexp power", description=__doc__.split("\n\n")[0].replace("``", ""))
     p.add_argument("record", help="a compaction record .json (or its .md)")
     p.add_argument("--delta", type=_fraction("--delta"), default=0.10, help="the difference to detect (default 0.10)")
     p.add_argument("--power", type=_fraction("--power"), default=decide.POWER, help="default 0.80")
@@ -191,11 +181,7 @@ def main(argv: list[str]) -> int:
                 f"{path}: no per-task values (data.compaction_tasks): not a compaction record of this washexp"
             )
         lines = report(str(path), record, args.delta, args.power, args.family, args.cohort)
-    except (_Usage, ConfigError) as err:
-        print(f"washexp power: {err}", file=sys.stderr)
-        return 2
     except WashexpError as err:
-        print(f"washexp power: {err}", file=sys.stderr)
-        return 1
+        return fail("washexp power", err)
     print("\n".join(lines))
     return 0

@@ -40,7 +40,7 @@ from functools import cached_property
 from typing import Any
 
 from washexp.hashing import canonical_hash
-from washexp.tracking.runs import SWEEP_TAG
+from washexp.tracking.runs import SWEEP_TAG, Tracker
 
 log = logging.getLogger("washexp")
 
@@ -90,7 +90,7 @@ class GroupOutcome:
     counts: dict[str, int] = field(default_factory=lambda: {"run": 0, "reused": 0, "failed": 0})
 
 
-def _recover(tracker, work: Work):
+def _recover(tracker: Tracker, work: Work):
     """The identity's FINISHED run, after ending any run a killed process left RUNNING."""
     found = tracker.find(work.hash)
     for stale in found.running:
@@ -103,7 +103,7 @@ def _recover(tracker, work: Work):
 class _Group:
     """A group on a schedule: its open parent run, the children not yet started, what is known."""
 
-    tracker: Any
+    tracker: Tracker
     parent: Work
     run: Any
     queue: list[Work]
@@ -271,7 +271,7 @@ class Schedule:
 
 def start_group(
     schedule: Schedule,
-    tracker,
+    tracker: Tracker,
     parent: Work,
     children: list[Work],
     compute: Callable[[Work], Result],
@@ -334,7 +334,7 @@ def _reuse(group: _Group, child: Work, found) -> None:
     group.outcome.counts["reused"] += 1
 
 
-def run_group(tracker, parent: Work, children: list[Work], compute, summarize, **options) -> GroupOutcome:
+def run_group(tracker: Tracker, parent: Work, children: list[Work], compute, summarize, **options) -> GroupOutcome:
     """:func:`start_group` on a schedule of its own, run to the group's end."""
     schedule, outcomes = Schedule(), list[GroupOutcome]()
     try:

@@ -13,20 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from washexp.errors import ConfigError, WashexpError
-
-
-class _Usage(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2: main prints it
-        raise _Usage(message)
+from washexp.errors import ConfigError, Parser, WashexpError, fail
 
 
 def load_record(arg: str) -> tuple[Path, dict]:
@@ -157,9 +147,7 @@ def verify(path: Path, record: dict, uri: str | None) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    from washexp.tracking.bundle import BundleMismatch
-
-    p = _Parser(
+    p = Parser(
         prog="washexp verify",
         description=__doc__.replace("``", ""),  # pragma: no mutate
         formatter_class=argparse.RawDescriptionHelpFormatter,  # pragma: no mutate
@@ -178,11 +166,8 @@ def main(argv: list[str]) -> int:
         path, record = load_record(args.record)
         found = verify(path, record, args.tracking_uri)
         regraded = None if found or args.tracking_uri else regrade_bundle(path, record, args.tasks)
-    except (_Usage, WashexpError) as err:
-        print(f"washexp verify: {err}", file=sys.stderr)
-        # a bundle that is not what its manifest says is a finding (1), not a usage error
-        usage = isinstance(err, _Usage | ConfigError) and not isinstance(err, BundleMismatch)
-        return 2 if usage else 1
+    except WashexpError as err:  # a bundle that is not what its manifest says is a finding (1)
+        return fail("washexp verify", err)
     if found:
         print(f"DIFFERS {found}")
         return 1

@@ -29,7 +29,7 @@ from washexp import plugins
 from washexp.compaction.checkpoint import Checkpoint, generate
 from washexp.compaction.frozen import Made
 from washexp.compaction.method import attempts_record
-from washexp.errors import ConfigError, ModelError
+from washexp.errors import ConfigError, ModelError, first_line
 from washexp.hashing import canonical_json
 from washexp.tokens import count
 
@@ -100,7 +100,7 @@ class Plugin:
         except (
             Exception
         ) as err:  # the plugin boundary: a third party's bug is its condition's zero, not the sweep's end
-            return Made(None, f"{self.name}: {type(err).__name__}: {_line(err)}", tuple(keys))
+            return Made(None, f"{self.name}: {first_line(err, named=True)}", tuple(keys))
         return Made(cp, None, cp.keys)
 
 
@@ -115,11 +115,6 @@ def _chat(roles, task_id: str, generation: int, role: str, keys: list[str]):
         return reply.text
 
     return chat
-
-
-def _line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else "(no message)"
 
 
 def build(name: str, target: str | None, args: dict[str, Any], dist: metadata.Distribution | None = None) -> Plugin:

@@ -8,13 +8,13 @@ stated by the query itself and is always retained.
 from __future__ import annotations
 
 from washexp.compaction.fixtures import Task
-from washexp.needles import norm
+from washexp.needles import finder
 
 
 def retained_fields(task: Task, evidence_text: str) -> dict[str, list[str]]:
     """Field -> the needles *missing* from ``evidence_text`` (empty list = retained)."""
-    haystack = norm(evidence_text)
-    return {f: [n for n in needles if norm(n) not in haystack] for f, needles in task.needles.items()}
+    found = finder(evidence_text)
+    return {f: [n for n in needles if not found(n)] for f, needles in task.needles.items()}
 
 
 def retention(missing: dict[str, list[str]]) -> float:

@@ -11,7 +11,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from washexp.errors import ConfigError, WashexpError
+from washexp.errors import USAGE, ConfigError, Parser, WashexpError, fail
 from washexp.sessions import named
 from washexp.sessions.writer import Plan, task_ids, write
 
@@ -26,7 +26,7 @@ FORMATS = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="washexp import",
         description="Import agent sessions as a compaction task set (benchmark.fixtures=DIR).",
     )
@@ -43,8 +43,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
     try:
+        args = _parser().parse_args(argv)
         if args.plant < 0:
             raise ConfigError(f"--plant {args.plant}: a count of facts, 0 or more")
         if not args.plant and args.facts is None:
@@ -62,9 +62,8 @@ def main(argv: list[str]) -> int:
             stem, source = path.stem, {"format": args.format, "source_file": path.name}
         ids = task_ids(stem, sessions)
         written = write(sessions, ids, Plan(args.plant, args.seed, facts, args.facts), args.out, source)
-    except WashexpError as err:
-        print(f"washexp import: {err}", file=sys.stderr)
-        return 2
+    except WashexpError as err:  # found before anything is written
+        return fail("washexp import", err, USAGE)
     except OSError as err:
         print(f"washexp import: {args.out}: could not be written ({err.strerror}); nothing was left", file=sys.stderr)
         return 1

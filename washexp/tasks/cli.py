@@ -11,11 +11,9 @@ match, a task that does not parse): one line naming it, nothing written.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
-from washexp.errors import ConfigError, FixtureError
+from washexp.errors import USAGE, ConfigError, FixtureError, Parser, fail
 from washexp.tasks import manifest
 from washexp.tasks.generate import Params, generate
 
@@ -32,7 +30,7 @@ def _inside_fixtures(out: Path) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="washexp tasks", description=__doc__.splitlines()[0])
+    p = Parser(prog="washexp tasks", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate", help="write a deterministic set of compaction tasks and its manifest")
     d = Params()
@@ -49,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("verify", help="is FOLDER the set MANIFEST lists? exit 0 yes, 2 naming the difference")
     v.add_argument("manifest", type=Path)
     v.add_argument("folder", type=Path)
-    args = p.parse_args(argv)
     try:
+        args = p.parse_args(argv)
         if args.command == "generate":
             if _inside_fixtures(args.out) and not args.into_fixtures:
                 raise ConfigError(
@@ -67,6 +65,5 @@ def main(argv: list[str] | None = None) -> int:
             manifest.check(listed, args.manifest, args.folder)
             print(f"{args.folder}: the set of {args.manifest} ({len(listed['tasks'])} tasks, set {listed['set']})")
     except (ConfigError, FixtureError) as err:
-        print(f"washexp tasks: {err}", file=sys.stderr)
-        return 2
+        return fail("washexp tasks", err, USAGE)
     return 0

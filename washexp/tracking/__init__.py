@@ -1,6 +1,8 @@
 """The MLflow layer: the only package that imports mlflow or writes its store.
 
-- :mod:`~washexp.tracking.writer`: the tracker, a run's lifecycle (opened, found again, closed:
+- :class:`Tracker` (:mod:`~washexp.tracking.runs`): the protocol the runner and the studies use,
+  implemented by the store's :class:`MlflowTracker` and the untracked :class:`NullTracker`;
+- :mod:`~washexp.tracking.writer`: the MLflow tracker, a run's lifecycle (opened, found again, closed:
   sha256 manifests, MLflow tables, the rows, the status), its writes handed to
   :mod:`~washexp.tracking.write_queue` (the writer thread); the store set up by
   :mod:`~washexp.tracking.setup` (a file lock on experiment creation); runs as context managers
@@ -28,24 +30,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from washexp.tracking.null import NullTracker
-from washexp.tracking.runs import FoundRun, Run
-from washexp.tracking.writer import Tracker
+from washexp.tracking.runs import FoundRun, Run, Tracker
+from washexp.tracking.writer import MlflowTracker
 
 
 def default_uri(root: Path) -> str:
     return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
 
 
-def open_tracker(
-    enabled: bool, uri: str | None, artifacts: str | None, experiment: str, root: Path
-) -> Tracker | NullTracker:
+def open_tracker(enabled: bool, uri: str | None, artifacts: str | None, experiment: str, root: Path) -> Tracker:
     """A tracker for ``experiment`` in the store at ``uri`` (default: the project's SQLite)."""
     if not enabled:
         return NullTracker()
     uri = uri or default_uri(root)
     served = uri.startswith(("http://", "https://"))  # a tracking server keeps the artifacts it is sent
     artifact_root = Path(artifacts).resolve() if artifacts else None if served else root / "mlruns"
-    return Tracker(uri, experiment, artifact_root, lock_dir=root / "mlruns")  # MLflow set up on a thread
+    return MlflowTracker(uri, experiment, artifact_root, lock_dir=root / "mlruns")  # MLflow set up on a thread
 
 
-__all__ = ["FoundRun", "NullTracker", "Run", "Tracker", "default_uri", "open_tracker"]
+__all__ = ["FoundRun", "MlflowTracker", "NullTracker", "Run", "Tracker", "default_uri", "open_tracker"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from washexp.errors import WashexpError
+from washexp.errors import WashexpError, first_line
 
 
 class StoreError(WashexpError):
@@ -28,8 +28,7 @@ def store_failure(uri: str, err: BaseException, store_errors: tuple[type, ...] =
     root = err
     while (deeper := root.__cause__ or root.__context__) is not None:
         root = deeper
-    text = str(root).strip()
-    reason = getattr(root, "strerror", None) or (text.splitlines()[0] if text else type(root).__name__)
+    reason = getattr(root, "strerror", None) or first_line(root)
     return StoreError(f"{uri}: the tracking store failed mid-run ({reason})")
 
 

@@ -40,7 +40,15 @@ class NullTracker:
     def claim(self, identity_hash: str):
         return _NO_CLAIM  # nothing is stored: nothing to share with another process
 
-    def open(self, name: str, identity_hash: str, params: dict[str, Any], *args, **kwargs) -> Run:
+    def open(
+        self,
+        name: str,
+        identity_hash: str,
+        params: dict[str, Any],
+        tags: dict[str, str],
+        parent_id: str | None = None,
+        claim: Any = None,
+    ) -> Run:
         run_id = f"untracked-{next(self._ids)}"
         self._open[run_id] = identity_hash
         return Run(self, run_id, params)
@@ -51,7 +59,7 @@ class NullTracker:
     def link(self, name: str, target: FoundRun, tags: dict[str, str], parent_id: str | None) -> None:
         pass
 
-    def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
+    def close_run(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status: str) -> None:
         run.closed = True
         identity = self._open.pop(run.run_id)
         if status == "FINISHED":

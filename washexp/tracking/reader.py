@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from washexp.errors import WashexpError
+from washexp.errors import WashexpError, first_line
 
 
 @contextmanager
@@ -107,7 +107,7 @@ def _read(uri: str, artifact_file: str, run_id: str):
         try:
             return pd.read_json(io.BytesIO(data), orient="split", dtype=False)
         except ValueError as err:
-            raise WashexpError(f"run {run_id}: table {artifact_file} cannot be read ({_first_line(err)})") from None
+            raise WashexpError(f"run {run_id}: table {artifact_file} cannot be read ({first_line(err)})") from None
     return _table(uri, artifact_file, run_id)
 
 
@@ -128,14 +128,9 @@ def _table(uri: str, artifact_file: str, run_id: str):
             local = MlflowClient(uri).download_artifacts(run_id, artifact_file, tmp)
             return pd.read_json(Path(local), orient="split", dtype=False)
         except (MlflowException, OSError) as err:
-            raise WashexpError(f"run {run_id}: no table {artifact_file} ({_first_line(err)})") from None
+            raise WashexpError(f"run {run_id}: no table {artifact_file} ({first_line(err)})") from None
         except ValueError as err:  # pandas: not a split-orient table
-            raise WashexpError(f"run {run_id}: table {artifact_file} cannot be read ({_first_line(err)})") from None
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+            raise WashexpError(f"run {run_id}: table {artifact_file} cannot be read ({first_line(err)})") from None
 
 
 def json_artifact(uri: str, run_id: str, artifact_file: str) -> Any:
@@ -160,7 +155,7 @@ def _parsed(run_id: str, artifact_file: str, data: bytes) -> Any:
     try:
         return json.loads(data.decode("utf-8"))
     except ValueError as err:  # UnicodeDecodeError is one
-        raise WashexpError(f"run {run_id}: artifact {artifact_file} is not JSON ({_first_line(err)})") from None
+        raise WashexpError(f"run {run_id}: artifact {artifact_file} is not JSON ({first_line(err)})") from None
 
 
 @lru_cache(maxsize=1024)
@@ -175,9 +170,9 @@ def _stored_json(uri: str, run_id: str, artifact_file: str) -> Any:
         except MlflowException as err:
             if err.error_code == "RESOURCE_DOES_NOT_EXIST":
                 return None
-            raise WashexpError(f"run {run_id}: artifact {artifact_file} cannot be read ({_first_line(err)})") from None
+            raise WashexpError(f"run {run_id}: artifact {artifact_file} cannot be read ({first_line(err)})") from None
         except OSError as err:  # e.g. a folder where the file should be
-            raise WashexpError(f"run {run_id}: artifact {artifact_file} cannot be read ({_first_line(err)})") from None
+            raise WashexpError(f"run {run_id}: artifact {artifact_file} cannot be read ({first_line(err)})") from None
         return _parsed(run_id, artifact_file, data)
 
 
@@ -190,4 +185,4 @@ def artifact_bytes(uri: str, run_id: str, artifact_file: str) -> bytes:
         try:
             return Path(MlflowClient(uri).download_artifacts(run_id, artifact_file, tmp)).read_bytes()
         except (MlflowException, OSError) as err:
-            raise WashexpError(f"run {run_id}: no artifact {artifact_file} ({_first_line(err)})") from None
+            raise WashexpError(f"run {run_id}: no artifact {artifact_file} ({first_line(err)})") from None

@@ -1,8 +1,9 @@
-"""A run's record: the tags washexp sets, a run found again by its identity, and an open run.
+"""A run's record: the tags washexp sets, a run found again by its identity, an open run, and
+the :class:`Tracker` protocol runs are opened, found and closed through.
 
 An open :class:`Run` is a context manager: leaving its block by an exception ends it FAILED, by
-Ctrl-C or SIGTERM (``KeyboardInterrupt``/``SystemExit``) KILLED; its tracker (:class:`Closer`:
-the store's :class:`~washexp.tracking.writer.Tracker`, or the untracked
+Ctrl-C or SIGTERM (``KeyboardInterrupt``/``SystemExit``) KILLED; its tracker (a :class:`Tracker`:
+the store's :class:`~washexp.tracking.writer.MlflowTracker`, or the untracked
 :class:`~washexp.tracking.null.NullTracker`) stores how it closed.
 """
 
@@ -14,7 +15,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from washexp.tracking.traces import ModelCall
+from washexp.tracking.traces import ModelCall, TraceStore
 
 HASH_TAG = "washexp.hash"
 OWNER_TAG = "washexp.owner"
@@ -30,10 +31,52 @@ SWEEP_TAG = "sweep"
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Closer(Protocol):
-    """What a run closes through: a tracker (tracked or not)."""
+class Claim(Protocol):
+    """The right to compute one identity (:meth:`Tracker.claim`), held until released."""
 
-    def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None: ...
+    def release(self) -> None: ...
+
+
+class Tracker(Protocol):
+    """What the runner and the studies use of a tracker: the store's
+    :class:`~washexp.tracking.writer.MlflowTracker`, or :class:`~washexp.tracking.null.NullTracker`
+    when tracking is off."""
+
+    @property
+    def traces(self) -> TraceStore | None:
+        """Where a run's model calls go as traces (None: not stored)."""
+
+    def find(self, identity_hash: str) -> Found:
+        """The runs with this identity: the newest finished one, and any left RUNNING."""
+
+    def claim(self, identity_hash: str) -> Claim | None:
+        """The right to compute this identity, or None while another process holds it."""
+
+    def open(
+        self,
+        name: str,
+        identity_hash: str,
+        params: dict[str, Any],
+        tags: dict[str, str],
+        parent_id: str | None = None,
+        claim: Any = None,
+    ) -> Run:
+        """A new run, RUNNING until it is closed (:meth:`close_run`)."""
+
+    def close_run(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status: str) -> None:
+        """Store how ``run`` ended (what :meth:`Run.finish` and :meth:`Run.fail` hand over)."""
+
+    def mark_killed(self, run: FoundRun, reason: str) -> None:
+        """End a run whose process is gone: KILLED."""
+
+    def link(self, name: str, target: FoundRun, tags: dict[str, str], parent_id: str | None) -> None:
+        """A finished run listed under one more parent (or reused by another sweep)."""
+
+    def flush(self) -> None:
+        """Wait until every closed run is stored."""
+
+    def close(self) -> None:
+        """The sweep's end: flush, and release what the tracker holds."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +125,7 @@ class Run:
     """An open run: ``finish`` once, or leave the block by an exception. Params, metrics and
     tags go to the store in one batch when it closes."""
 
-    tracker: Closer
+    tracker: Tracker
     run_id: str
     params: dict[str, Any]
     artifact_uri: str = ""
@@ -109,13 +152,13 @@ class Run:
         model calls behind the run, each an MLflow trace attached to it (:mod:`~washexp.tracking.traces`)."""
         self.series = series or {}
         self.traces = traces
-        self.tracker._close(self, metrics, artifacts, manifest_extra or {}, tags or {}, tables or {}, "FINISHED")
+        self.tracker.close_run(self, metrics, artifacts, manifest_extra or {}, tags or {}, tables or {}, "FINISHED")
 
     def fail(self, error: BaseException, status: str = "FAILED") -> None:
         text = "".join(traceback.format_exception(error))
         tags = {ERROR_TAG: f"{type(error).__name__}: {error}"[:5000], ERROR_TYPE_TAG: type(error).__name__}
         tags |= getattr(error, "tags", None) or {}  # what the error says of the runs it ends (stopped=budget)
-        self.tracker._close(self, {}, {"error.txt": text}, {}, tags, {}, status)
+        self.tracker.close_run(self, {}, {"error.txt": text}, {}, tags, {}, status)
 
     def end_by(self, error: BaseException) -> None:
         """End the run by ``error``: FAILED, or KILLED for KeyboardInterrupt and SystemExit

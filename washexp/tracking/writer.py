@@ -78,7 +78,7 @@ from washexp.tracking.traces import TraceStore
 from washexp.tracking.write_queue import WriteQueue
 
 
-class Tracker:
+class MlflowTracker:
     def __init__(self, uri: str, experiment: str, artifact_root: Path | None, lock_dir: Path):
         """``artifact_root``: where a new experiment keeps its artifacts; None leaves it to the
         tracking server. ``lock_dir`` holds the lock on experiment creation.
@@ -304,7 +304,7 @@ class Tracker:
             write_tree(Path(tmp), files)
             self.client.log_artifacts(run.run_id, tmp)
 
-    def _close(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status) -> None:
+    def close_run(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status: str) -> None:
         ended = int(time.time() * 1000)
         args = (run, dict(metrics), dict(artifacts), dict(manifest_extra), dict(tags), dict(tables), status, ended)
         held: list = []

@@ -16,20 +16,16 @@ import json
 import sys
 from pathlib import Path
 
-from washexp.wash.coalwash.gate import UsageError, read_side
+from washexp.errors import USAGE, Parser, UsageError, fail
+from washexp.wash.coalwash.gate import read_side
 from washexp.wash.coalwash.recall import CLASSES, Recall, census, occurrence_recall, recall
 
 PROG = "washexp recall"
 RULE = "distinct values per class (CoalWash's controlled-fidelity scorer)"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, no usage block: the exit-code contract
-        raise UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Structured-token recall of one cut, per class (CoalWash's rule).")
+    p = Parser(prog=PROG, description="Structured-token recall of one cut, per class (CoalWash's rule).")
     p.add_argument("before", type=Path, help="the file, or store folder, before the cut")
     p.add_argument("after", type=Path, help="the same after the cut")
     p.add_argument("--json", action="store_true", help="print the recall as JSON")
@@ -68,8 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"{args.before} and {args.after}: two files or two store folders, not one of each")
         before, after = read_side(args.before), read_side(args.after)
     except UsageError as err:
-        print(f"{PROG}: {err}", file=sys.stderr)
-        return 2
+        return fail(PROG, err, USAGE)
     except SystemExit as done:  # --help
         return int(done.code or 0)
     b = census(before if isinstance(before, dict) else {args.before.name: before})

@@ -57,7 +57,7 @@ from typing import Any
 
 import yaml
 
-from washexp.errors import FixtureError, WashexpError
+from washexp.errors import FAILED, USAGE, FixtureError, Parser, UsageError, WashexpError, fail, first_line
 from washexp.inputs import store_folder_problem
 from washexp.wash.coalwash.files import read_md
 from washexp.wash.coalwash.gauge import DEFAULT_GAUGE, load_gauge, load_state, state_path
@@ -73,17 +73,8 @@ TIERS = ("quick", "full")
 WASHERS = ("reference", "command")
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, no usage block: the exit-code contract
-        raise _UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Wash one memory store: quick tier, then (if asked) the full tier.")
+    p = Parser(prog=PROG, description="Wash one memory store: quick tier, then (if asked) the full tier.")
     p.add_argument("store", type=Path, help="the store folder (its top-level *.md files)")
     p.add_argument("--tier", choices=TIERS, default="quick", help="quick (default, free) or full (a washer proposes)")
     p.add_argument("--washer", choices=WASHERS, default="reference", help="the full tier's washer (default: reference)")
@@ -115,11 +106,11 @@ def washer_args(pairs: list[str]) -> dict[str, object]:
         key, sep, value = pair.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise _UsageError(f"--washer-arg {pair!r}: expected KEY=VALUE")
+            raise UsageError(f"--washer-arg {pair!r}: expected KEY=VALUE")
         if key == "name":
-            raise _UsageError("--washer-arg name=...: the washer is chosen with --washer")
+            raise UsageError("--washer-arg name=...: the washer is chosen with --washer")
         if key in out:
-            raise _UsageError(f"--washer-arg {key}: given twice")
+            raise UsageError(f"--washer-arg {key}: given twice")
         try:
             out[key] = yaml.safe_load(value) if value.strip() else value
         except yaml.YAMLError:
@@ -132,7 +123,7 @@ def _check_fixture(args: argparse.Namespace) -> None:
     place only when asked by name (``--in-place-fixture``); ``--dry-run`` washes a copy."""
     if args.dry_run or args.in_place_fixture or args.recover or state_path(args.store) is not None:
         return
-    raise _UsageError(
+    raise UsageError(
         f"{args.store} is under a fixtures/ folder (committed input a benchmark relies on): wash a copy, "
         "or use --dry-run; --in-place-fixture washes it anyway"
     )
@@ -143,9 +134,9 @@ def _check_store(store: Path) -> dict[str, str]:
     checked as the benchmark checks one (a ``MEMORY.md`` index); its files."""
     problem = store_folder_problem(store)
     if problem:
-        raise _UsageError(problem)
+        raise UsageError(problem)
     if not read_md(store):  # a hostile name or a non-UTF-8 file is one FixtureError line
-        raise _UsageError(f"{store}: not a store (no top-level *.md files)")
+        raise UsageError(f"{store}: not a store (no top-level *.md files)")
     check_journal(store)  # a journal naming a path outside the store: UnsafeStore, nothing touched
     read_keeps(store)
     if state_path(store) is not None:
@@ -156,7 +147,7 @@ def _check_store(store: Path) -> dict[str, str]:
 def _recover(store: Path) -> None:
     """Roll back the journal an interrupted wash left (one line on stderr says so), before a byte is read."""
     if not store.is_dir():
-        raise _UsageError(f"{store}: no such store folder")
+        raise UsageError(f"{store}: no such store folder")
     wal = pending_journal(store)
     if wal is None:
         line = "no interrupted wash to roll back"
@@ -175,10 +166,10 @@ def _ask_on_stderr(prompt: str) -> str:
 
 def _operator(args: argparse.Namespace, files: dict[str, str]) -> Operator:
     if args.expected is not None and args.operator != "benchmark":
-        raise _UsageError(f"--expected is read by --operator benchmark only (not {args.operator})")
+        raise UsageError(f"--expected is read by --operator benchmark only (not {args.operator})")
     if args.operator == "interactive":
         if not sys.stdin.isatty():
-            raise _UsageError(
+            raise UsageError(
                 "--operator interactive needs a terminal on stdin; choose approve-all, approve-none or benchmark"
             )
         return Interactive(_ask_on_stderr) if args.json else make_operator("interactive")
@@ -189,7 +180,7 @@ def _operator(args: argparse.Namespace, files: dict[str, str]) -> Operator:
         try:  # a needle already missing is the store's, not the plan's: say so before any work
             check_contents(files, expected, args.store, where)
         except FixtureError as err:
-            raise _UsageError(f"the ground truth does not hold before the wash (nothing was washed): {err}") from None
+            raise UsageError(f"the ground truth does not hold before the wash (nothing was washed): {err}") from None
         muscle = tuple((n.id, n.needle) for n in expected.muscle)
     return make_operator(args.operator, muscle)
 
@@ -198,16 +189,16 @@ def _washer(args: argparse.Namespace) -> Any:
     options = washer_args(args.washer_arg)
     if args.tier != "full":
         if options:
-            raise _UsageError("--washer-arg is for --tier full only (the quick tier has no washer)")
+            raise UsageError("--washer-arg is for --tier full only (the quick tier has no washer)")
         return None
     try:
         from washexp.wash.washers import make_washer
     except ImportError as err:
-        raise _UsageError(f"--tier full needs the washexp.wash.washers package (not installed: {err})") from None
+        raise UsageError(f"--tier full needs the washexp.wash.washers package (not installed: {err})") from None
     try:
         return make_washer({"name": args.washer, **options})
     except (ValueError, TypeError, KeyError) as err:  # a WashexpError passes through as it is
-        raise _UsageError(f"--washer {args.washer}: {_one_line(err)}") from None
+        raise UsageError(f"--washer {args.washer}: {first_line(err)}") from None
 
 
 def exit_code(receipt: Receipt) -> int:
@@ -258,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
         if args.recover and args.dry_run:
-            raise _UsageError("--recover rolls the store itself back; it takes no --dry-run")
+            raise UsageError("--recover rolls the store itself back; it takes no --dry-run")
         _check_fixture(args)
         load_gauge(args.gauge)  # an unknown gauge is a usage error, found before any work
         if args.recover or (not args.dry_run and pending_journal(args.store) is not None):
@@ -270,9 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         washer = _washer(args)
     except SystemExit as done:  # --help
         return int(done.code or 0)
-    except (_UsageError, WashexpError) as err:
-        print(f"{PROG}: {err}", file=sys.stderr)
-        return 2
+    except WashexpError as err:  # all found before any work
+        return fail(PROG, err, USAGE)
     signal.signal(signal.SIGTERM, _terminated)
     sweep_scratch()  # the scratch folders a killed wash left in the temp folder
     try:
@@ -281,8 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {args.store}: interrupted; the wash is rolled back unless it had committed", file=sys.stderr)
         return 1
     except (WashexpError, OSError, UnicodeDecodeError) as err:
-        print(f"{PROG}: {_one_line(err)}", file=sys.stderr)
-        return 1
+        return fail(PROG, err, FAILED)
     if args.in_place_fixture and not args.dry_run and (receipt.written or receipt.deleted):
         print(
             f"{PROG}: changed the fixture {args.store} in place; restore it with: git checkout -- {args.store}",
@@ -294,10 +283,3 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(summary(receipt, args))
     return exit_code(receipt)
-
-
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip() or type(err).__name__
-    if isinstance(err, OSError | UnicodeDecodeError) and not isinstance(err, WashexpError):
-        text = f"{type(err).__name__}: {text}"
-    return text.splitlines()[0]

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from washexp.errors import WashexpError
+from washexp.errors import USAGE, Parser, WashexpError, fail
 from washexp.inputs import store_folder_problem
 from washexp.tokens import caliper_estimate
 from washexp.wash.coalwash.files import md_names
@@ -255,17 +255,8 @@ def summary_line(m: Measurement, verdict: Verdict) -> str:
     )
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, no usage block: the exit-code contract
-        raise _UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="washexp caliper", description="What a store costs a session, and whether a wash is due.")
+    p = Parser(prog="washexp caliper", description="What a store costs a session, and whether a wash is due.")
     p.add_argument("store", type=Path, help="the store folder (its top-level *.md files)")
     p.add_argument("--json", action="store_true", help="print the full measurement and verdict as JSON")
     p.add_argument("--gauge", default=DEFAULT_GAUGE, help=f"band gauge: {' | '.join(gauge_names())}")
@@ -284,9 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         if m.files == 0:
             raise WashexpError(f"{args.store}: not a store (no top-level *.md files)")
         before = load_state(args.store, state_file)
-    except (_UsageError, WashexpError) as err:
-        print(f"washexp caliper: {err}", file=sys.stderr)
-        return 2
+    except WashexpError as err:  # all found before any work
+        return fail("washexp caliper", err, USAGE)
 
     verdict = gauge.verdict(m, before)
     if verdict.state != before:  # an unchanged state leaves no file behind

@@ -62,7 +62,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from washexp.errors import FixtureError
+from washexp.errors import USAGE, FixtureError, Parser, UsageError, fail
 from washexp.inputs import read_untrusted
 from washexp.wash.coalwash.files import md_names
 from washexp.wash.coalwash.inventory import (
@@ -477,17 +477,8 @@ def drops_between(before_files: Mapping[str, str], after_files: Mapping[str, str
 # --- command line ------------------------------------------------------------------------------
 
 
-class UsageError(Exception):
-    """A bad argument or an unreadable input: one line, exit 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line on stderr, never argparse's usage block
-        raise UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="washexp gate",
         description="Fidelity gate: exit 0 if no structured value was dropped, 1 if blocked, 2 on bad input.",
     )
@@ -541,9 +532,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.before.is_dir() != args.after.is_dir() and args.before.exists() and args.after.exists():
             raise UsageError(f"{args.before} and {args.after}: compare two files or two store folders, not one of each")
         before, after = read_side(args.before), read_side(args.after)
-    except (UsageError, ValueError) as err:
-        print(f"washexp gate: {err}", file=sys.stderr)
-        return 2
+    except (UsageError, ValueError) as err:  # ValueError: an --approve that is not TYPE:VALUE
+        return fail("washexp gate", err, USAGE)
     except SystemExit as done:  # --help
         return int(done.code or 0)
     if isinstance(before, dict) and isinstance(after, dict):

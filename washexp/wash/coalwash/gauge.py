@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from washexp.errors import ConfigError, WashexpError
+from washexp.errors import ConfigError, WashexpError, first_line
 from washexp.inputs import parse_json, read_untrusted
 from washexp.registry import unknown_name
 
@@ -124,7 +124,7 @@ def _config_from(source: Path | Mapping) -> GaugeConfig:
         merged = OmegaConf.merge(OmegaConf.structured(GaugeConfig), raw)
         made = OmegaConf.to_object(merged)
     except OmegaConfBaseException as err:
-        raise ConfigError(f"{where}: {str(err).splitlines()[0]}") from None
+        raise ConfigError(f"{where}: {first_line(err)}") from None
     assert isinstance(made, GaugeConfig)  # merged onto the structured GaugeConfig
     return made
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from washexp.errors import ConfigError
-from washexp.needles import norm
+from washexp.needles import contains, finder
 from washexp.registry import unknown_name
 
 
@@ -95,18 +95,18 @@ class Benchmark:
     name: str = "benchmark"
 
     def review(self, review: Review) -> Decision:
-        after = None if review.after is None else norm(review.after)
-        lost = [(mid, norm(needle)) for mid, needle in self.muscle if after is None or norm(needle) not in after]
+        kept = None if review.after is None else finder(review.after)
+        lost = [(mid, needle) for mid, needle in self.muscle if kept is None or not kept(needle)]
         approved, refused = set(), []
         for d in review.deletes:
-            held = [mid for mid, needle in lost if needle in norm(d.text)]
+            held = [mid for mid, needle in lost if contains(d.text, needle)]
             if held:
                 refused.append((d.index, f"holds muscle {', '.join(held)}"))
             else:
                 approved.add(d.index)
         # The drops the deletes entail are shown and approved, except a value that is part of a
         # muscle needle the plan loses (that would be a muscle value going).
-        drops = {k for k in review.drops if not any(norm(k.partition(":")[2]) in needle for _, needle in lost)}
+        drops = {k for k in review.drops if not any(contains(needle, k.partition(":")[2]) for _, needle in lost)}
         return Decision(frozenset(approved), frozenset(drops), tuple(refused))
 
 

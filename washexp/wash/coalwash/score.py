@@ -213,6 +213,10 @@ def needles_present(needles: list[str], haystack: str, *, haystack_normalised: b
     """For each needle, whether ``norm(needle)`` occurs in ``norm(haystack)``: the answer of
     ``norm(needle) in norm(haystack)`` (JavaScript ``includes``), found in one pass.
 
+    The one needle search that does not call ``washexp.needles.contains``: score.mjs searches
+    UTF-16 code units, and ``washexp score`` answers as it does (a lone surrogate in a needle
+    matches half of an astral character here, never in ``contains``).
+
     An empty needle is always present. Distinct long needles go through one overlapping
     Aho-Corasick scan, so a needle inside or overlapping another is still found; very short
     needles and those holding lone surrogates are searched directly. Pass
@@ -605,7 +609,7 @@ def main(argv: list[str]) -> int:
             phase=None if phase is None else _argv_text(phase),
             date=date,
         )
-    except WashexpError as err:
+    except WashexpError as err:  # score.mjs's own line and code: 1 for usage and I/O alike
         _emit(f"score: {err}\n", sys.stderr)
         return 1
     _emit(js_json(result) + "\n" if "--json" in args else render_text(result))

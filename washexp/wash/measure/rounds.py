@@ -23,7 +23,7 @@ from typing import Any
 
 from washexp.errors import ModelError, WashexpError
 from washexp.hashing import canonical_hash, sha256_bytes, tree_digest
-from washexp.needles import norm
+from washexp.needles import contains
 from washexp.wash import pipeline
 from washexp.wash.coalwash import caliper
 from washexp.wash.coalwash.files import read_md
@@ -86,7 +86,7 @@ def _culprits(needle: str, receipt: pipeline.Receipt, before: dict[str, str]) ->
             text = before.get(item["file"], "")
             if item["op"] != "delete-file":
                 text = "".join(split_lines(text)[item["start"] - 1 : item["end"]])
-            if norm(needle) in norm(text):
+            if contains(text, needle):
                 found.append({"tier": step.tier, **item})
     return found
 

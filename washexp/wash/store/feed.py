@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from washexp.errors import ConfigError, FixtureError, WashexpError
+from washexp.errors import USAGE, ConfigError, FixtureError, Parser, WashexpError, fail
 from washexp.inputs import is_path, load_yaml, named_folder
-from washexp.needles import norm
+from washexp.needles import finder
 from washexp.project import find_root
 from washexp.registry import unknown_name
 from washexp.wash.store.stores import (
@@ -171,14 +171,14 @@ class _Builder:
         needles_raw = raw["needles"]
         if not isinstance(needles_raw, list):
             raise FixtureError(self.path, f"{at}.needles", "expected a list")
-        own = norm(text + "\n" + (index or ""))
+        in_own = finder(text + "\n" + (index or ""))
         needles = []
         for j, n in enumerate(needles_raw):
             nat = f"{at}.needles[{j}]"
             n = _keys(n, _NEEDLE_KEYS, _NEEDLE_KEYS, self.path, nat)
             nid = self.new_id(n["id"], label, f"{nat}.id")
             needle = _string(n["needle"], self.path, f"{nat}.needle")
-            if norm(needle) not in own:
+            if not in_own(needle):
                 raise FixtureError(self.path, f"{nat}.needle", f"{needle!r} is not in the chunk's own text")
             needles.append(Needle(nid, needle, _string(n["note"], self.path, f"{nat}.note", empty_ok=True), cls))
         if not needles and not self._verbatim_repeat(name, text, cls):
@@ -370,17 +370,8 @@ def feed_folder(root: Path, arg: Any, cwd: Path) -> Path:
     return named_folder("feed", arg, root, known, cwd)
 
 
-class _UsageError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, no usage block: the caller prints it and exits 2
-        raise _UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="washexp feed", description="Write a growth feed's store after N sessions.")
+    p = Parser(prog="washexp feed", description="Write a growth feed's store after N sessions.")
     p.add_argument("feed", help="feed folder, or a bare name under <project>/fixtures/wash-feed/")
     p.add_argument("--sessions", type=int, required=True, metavar="N", help="sessions to apply (0..feed length)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="absent or empty folder to write")
@@ -396,9 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         feed = load_feed(feed_folder(root, args.feed, Path.cwd()))
         _check_n(feed, args.sessions, "--sessions")
         _refuse_nonempty(args.out)
-    except (_UsageError, WashexpError) as err:
-        print(f"washexp feed: {err}", file=sys.stderr)
-        return 2
+    except WashexpError as err:  # all found before any work
+        return fail("washexp feed", err, USAGE)
     try:
         out = materialise(feed, args.sessions, args.out)
     except (OSError, WashexpError) as err:

@@ -21,7 +21,7 @@ from typing import Any
 from washexp.errors import ConfigError, FixtureError
 from washexp.hashing import sha256_bytes, tree_digest
 from washexp.inputs import load_json, named_folder
-from washexp.needles import norm
+from washexp.needles import contains, finder, norm
 from washexp.registry import unknown_name
 from washexp.wash.coalwash.files import joined, read_md
 from washexp.wash.store.apply import refuse_torn
@@ -233,17 +233,17 @@ def check_contents(files: dict[str, str], expected: Expected, folder: Path, wher
     """
     _check_index(files, folder)
     where = where or folder / EXPECTED
-    haystack = norm(joined(files))
+    in_store = finder(joined(files))
     labelled = [("muscle", i, n) for i, n in enumerate(expected.muscle)]
     labelled += [("fat", i, n) for i, n in enumerate(expected.fat)]
     for kind, i, n in labelled:
-        if norm(n.needle) not in haystack:
+        if not in_store(n.needle):
             raise FixtureError(
                 where, f"{kind}[{i}].needle", f"{n.needle!r} is not in the store's .md files (whitespace-normalized)"
             )
     for kind, i, n in labelled:
         for _, _, other in labelled:
-            if other is not n and norm(n.needle) in norm(other.needle):
+            if other is not n and contains(other.needle, n.needle):
                 raise FixtureError(
                     where, f"{kind}[{i}].needle", f"{n.needle!r} is a substring of {other.id}'s needle {other.needle!r}"
                 )

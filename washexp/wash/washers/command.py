@@ -164,7 +164,7 @@ def diff_items(name: str, before: str, after: str) -> tuple[list[PlanItem], list
     return items, []
 
 
-def _one_line(text: str, limit: int = 200) -> str:
+def _last_line(text: str, limit: int = 200) -> str:
     last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
     return last if len(last) <= limit else last[: limit - 3] + "..."
 
@@ -370,7 +370,7 @@ class CommandWasher:
         if timed_out:
             raise WasherError(f"washer command: {argv[0]} timed out after {self.timeout_s:g} s", arts)
         if code != 0:
-            detail = _one_line(stderr)
+            detail = _last_line(stderr)
             msg = f"washer command: {argv[0]} exited with status {code}" + (f": {detail}" if detail else "")
             raise WasherError(msg, arts)
         return stdout, stderr

@@ -14,12 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from washexp import plugins
-from washexp.errors import WashexpError
-
-
-def _line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else "(no message)"
+from washexp.errors import WashexpError, first_line
 
 
 def build(target: str, make, kwargs: dict[str, Any]):
@@ -47,7 +42,7 @@ class Guarded:
         except WashexpError:
             raise
         except Exception as err:  # the plugin boundary: a third party's washer failing is a failed round
-            raise WasherError(f"{where}: {type(err).__name__}: {_line(err)}") from None
+            raise WasherError(f"{where}: {first_line(err, named=True)}") from None
         if not isinstance(proposal, Proposal):
             raise WasherError(f"{where}: propose() returned {type(proposal).__name__}, expected a Proposal")
         return proposal
