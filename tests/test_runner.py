@@ -248,3 +248,24 @@ def test_a_group_another_sweep_finished_is_linked_by_the_sweep_that_reuses_it(tr
     assert list(zip(found["run_id"], found["reused_from"], found["reused_by"], strict=True)) == [(arm, "one", "two")]
     rows = {r.sweep: (r.arms, r.units, r.reused) for r in sweep_rows(runs, "runner")}
     assert rows == {"one": (1, 2, {}), "two": (1, 2, {"one": 1})}
+
+
+def test_each_identity_is_looked_up_once_a_sweep_computed_or_reused(tracker, monkeypatch):
+    """A lookup is a search of the store (most of washexp's own tracking CPU on the panel): one
+    per identity, under its claim, whether the sweep computes it or reuses it."""
+    looked: Counter[str] = Counter()
+    find = tracker.find
+
+    def counted(identity_hash: str):
+        looked[identity_hash] += 1
+        return find(identity_hash)
+
+    monkeypatch.setattr(tracker, "find", counted)
+    parent, children = _group("A", 2)
+    run_group(tracker, parent, children, lambda w: Result({"x": 1.0}), _summarize, concurrency=2)
+    assert looked == Counter({w.hash: 1 for w in [parent, *children]})
+    looked.clear()
+    other = Work("B · arm", {"arm": "B"})  # a new arm over the same children: each reused, looked up once
+    outcome = run_group(tracker, other, children, lambda w: Result({"x": 2.0}), _summarize, concurrency=2)
+    assert outcome.counts == {"run": 0, "reused": 2, "failed": 0}
+    assert looked == Counter({w.hash: 1 for w in [other, *children]})

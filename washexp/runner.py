@@ -194,8 +194,8 @@ class Schedule:
                 if claim is None:  # another process computes it: looked at again on the next turn
                     continue
                 group.queue.remove(child)
-                found = None if group.rerun else group.tracker.find(child.hash).finished
-                if found is not None:  # another process finished it while this one waited
+                found = _recover(group.tracker, child)  # the one lookup, under the claim: nothing races it
+                if found is not None and not group.rerun:
                     claim.release()
                     _reuse(group, child, found)
                     continue
@@ -313,16 +313,7 @@ def start_group(
     group = _Group(
         tracker, parent, group_run, [], compute, summarize, fatal, on_done, lane, max(1, concurrency), [then], rerun
     )
-    try:
-        for child in children:
-            found = _recover(tracker, child)
-            if found is not None and not rerun:
-                _reuse(group, child, found)
-            else:
-                group.queue.append(child)
-    except BaseException as err:
-        group_run.end_by(err)
-        raise
+    group.queue.extend(children)  # each looked up once, when claimed (_start_children)
     schedule.add(group)
     schedule.run(lambda: not group.queue)
 
