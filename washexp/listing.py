@@ -5,7 +5,8 @@ A sweep is the set of runs that carry its ``sweep`` tag (what ``export --sweep``
 take). Its *arms* are its top-level runs (compaction arms, wash measurements), its units the
 runs under them (conditions, stores). An arm it reused whole from another sweep is its arm too,
 counted with its units in both sweeps and said (``reused 4 arms from <sweep>``): the sweep left a
-top-level link run naming it (:mod:`washexp.export.selection` follows the same links).
+top-level link run naming it (:mod:`washexp.export.selection` follows the same links). A compaction
+sweep's decisions run (:mod:`washexp.compaction.sweep_decisions`) is neither.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import datetime
 import pandas as pd
 
 from washexp.ledger import plural
+from washexp.tracking.runs import DECISIONS_KIND
 
 TOP_KINDS = ("arm", "measurement", "cycles")
 """The ``washexp.kind`` of a sweep's top-level runs (the rest hang under them)."""
@@ -79,11 +81,12 @@ def sweep_rows(runs, experiment: str) -> list[SweepRow]:
 
     kinds, parent = tag(runs, "washexp.kind"), tag(runs, "mlflow.parentRunId")
     linking = (kinds == "link") & parent.isna()  # an arm reused whole: not a unit of its own
+    aside = kinds == DECISIONS_KIND  # the sweep's decisions: neither an arm nor a unit
     by_id = runs.set_index("run_id", drop=False)
     rows = []
     for sweep, group in runs[runs["tags.sweep"].notna()].groupby("tags.sweep"):
         links = group[linking[group.index]]
-        own = group[~linking[group.index]]
+        own = group[~(linking | aside)[group.index]]
         top = own[tag(own, "washexp.kind").isin(TOP_KINDS)]
         targets = by_id.reindex(list(dict.fromkeys(tag(links, "washexp.link")))).dropna(subset=["run_id"])
         targets = targets[~targets["run_id"].isin(top["run_id"])]
