@@ -195,6 +195,8 @@ def test_the_record_table_matches_the_runs(swept):
     _store, uri, record = swept
     assert record.name.startswith("compaction-reference-cycles-")
     assert (record.parent / (record.stem + "-survival.png")).is_file()
+    (plot,) = json.loads(record.with_suffix(".json").read_text())["plots"]
+    assert "bands: each cycle's 95% sign-flip interval over the line's tasks" in plot["caption"]
     client = mlflow.MlflowClient(uri)
     exp = client.get_experiment_by_name("compaction")
     runs = client.search_runs([exp.experiment_id], "tags.`washexp.kind` = 'cycles-condition'")
@@ -419,3 +421,22 @@ def test_cycles_run_on_a_served_model(tmp_path):
     assert washexp(["export", "--tracking-uri", uri, "--out", str(tmp_path / "out")]) == 0
     (record,) = (tmp_path / "out").glob("*.json")
     assert record.name.startswith("compaction-scripted-test-server-cycles-")
+
+
+def test_the_survival_bands_are_the_headline_interval_per_cycle():
+    """Each cycle's band is the interval the headline table uses (records.decisions.mean_interval)
+    over the tasks with a seen fact at that cycle; a cycle with one such task has no band."""
+    from washexp.compaction.records.cycles import _plotted
+    from washexp.export import decide
+
+    per_task = [[0.9, 0.5], [1.0, 0.7], [None, 0.2], [0.8, 0.6], [0.7, 0.4], [1.0, 0.9], [0.6, 0.5]]
+    lines, bands, tasks = _plotted({"S top1": {"primary": {2: per_task}, "control": {2: per_task[:1]}}})
+    first = [t[0] for t in per_task if t[0] is not None]
+    second = [t[1] for t in per_task]
+    assert lines == {"S top1": {2: [(1, pytest.approx(sum(first) / 6)), (2, pytest.approx(sum(second) / 7))]}}
+    assert bands == {
+        "S top1": {2: [(1, *decide.interval(first, bounds=(0, 1))), (2, *decide.interval(second, bounds=(0, 1)))]}
+    }
+    assert tasks == {"S top1": {2: 7}}
+    one = _plotted({"H top1": {"control": {1: [[0.5]]}}})
+    assert one == ({"H top1": {1: [(1, 0.5)]}}, {"H top1": {1: []}}, {"H top1": {1: 1}})

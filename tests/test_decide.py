@@ -74,7 +74,7 @@ def test_sampled_p_counts_plus_one():
 
 def test_interval_inverts_the_test():
     rng = np.random.default_rng(SIM_SEED)
-    for n in (6, 9, 17):
+    for n in (6, 7, 8, 9, 12, 17, 30):  # odd and even: each end is one of a mirrored pair of ranges
         d = rng.normal(0.1, 0.2, n)
         low, high = decide.interval(d)
         assert low < d.mean() < high
@@ -89,6 +89,7 @@ def test_holm_by_hand():
     # sorted 0.01, 0.03, 0.04 over m = 3: 3 x 0.01, 2 x 0.03, max(0.06, 1 x 0.04)
     assert decide.holm([0.04, 0.01, 0.03]) == [pytest.approx(0.06), pytest.approx(0.03), pytest.approx(0.06)]
     assert decide.holm([0.5, 0.6]) == [pytest.approx(1.0), pytest.approx(1.0)]
+    assert decide.holm([0.6, 0.7]) == [1.0, 1.0]  # 2 x 0.6 capped at 1
     assert decide.holm([]) == []
 
 
@@ -147,4 +148,102 @@ def test_discreteness_floor():
     # two-sided exact p is at least 2 / 2^n: 0.05 needs 6 tasks (2/64), 0.05 / 6 needs 8 (2/256)
     assert decide.min_tasks(0.05) == 6
     assert decide.min_tasks(0.05 / 6) == 8
+    assert decide.min_tasks(0.05, two_sided=False) == 5  # one side: 1/2^n
+    assert decide.min_tasks(0.5) == 3  # 2/2^2 is 0.5 itself: not below it
+    assert decide.min_tasks(0.9) == 2  # never fewer than a pair
+    assert decide.tasks_for(0.5, 0.0, two_sided=False) == 5
     assert decide.tasks_for(0.5, 0.0) == 6
+
+
+def sampled_p(d, seed: int, side: str = "two", shift: float = 0.0) -> float:
+    """The sampled p by hand: SAMPLES patterns from ``seed`` as the module draws them, (hits + 1) / (B + 1)."""
+    x = np.asarray(d) - shift
+    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(decide.SAMPLES, len(x)))
+    null, t = signs @ x / len(x), x.mean()
+    hits = {"two": np.abs(null) >= abs(t) - 1e-12, "less": null <= t + 1e-12, "greater": null >= t - 1e-12}[side]
+    return (int(hits.sum()) + 1) / (decide.SAMPLES + 1)
+
+
+def test_a_seed_reaches_every_sampled_number():
+    """Past 16 tasks the patterns are drawn from the seed given, in every number a test reports."""
+    d = np.random.default_rng(7).normal(0.02, 0.1, 20)
+    assert decide.p_value(d, seed=7) == sampled_p(d, 7) != decide.p_value(d)
+    lower = sampled_p(d, 7, "less", decide.DELTA)
+    upper = sampled_p(d, 7, "greater", -decide.DELTA)
+    assert decide.equivalence_p(d, seed=7) == max(lower, upper) != decide.equivalence_p(d)
+    assert decide.interval(d, seed=7) != decide.interval(d)
+    t = decide.test(d, seed=7, delta=0.1)
+    wide = max(sampled_p(d, 7, "less", 0.1), sampled_p(d, 7, "greater", -0.1))
+    assert (t.n, t.p, t.p_equiv) == (20, sampled_p(d, 7), wide)
+    assert (t.low, t.high) == decide.interval(d, seed=7)
+    assert t.diff == pytest.approx(d.mean()) and t.sd == pytest.approx(np.std(d, ddof=1))
+
+
+def test_two_tasks_are_tested_and_bad_arguments_say_what():
+    two = decide.test([0.1, 0.3])
+    assert (two.n, two.p, (two.low, two.high)) == (2, 0.5, decide.RANGE)  # 2 of the 4 patterns tie
+    with pytest.raises(ValueError, match="side 'up': two, less or greater"):
+        decide.p_value([0.1, 0.2], side="up")
+    with pytest.raises(ValueError, match="effect 0: no difference to detect"):
+        decide.tasks_for(0, 0.1)
+
+
+def test_whole_range_needs_both_ends():
+    assert decide.whole_range(-1.0, 1.0) and decide.whole_range(0.0, 1.0, (0.0, 1.0))
+    assert not decide.whole_range(-1.0, 0.5) and not decide.whole_range(-0.5, 1.0)
+    assert not decide.whole_range(0.5, 1.0, (0.0, 1.0))
+
+
+def test_verdict_edges_and_the_counts_it_names():
+    """A Holm p of exactly 0.05 decides nothing; the counts come at the family's strictest level."""
+    big = decide.test([0.3, 0.25, 0.4, 0.35, 0.3, 0.28, 0.33, 0.31])
+    assert decide.verdict("S", "H", big, decide.ALPHA, 1.0, 1).startswith("undecided")
+    assert decide.verdict("S", "H", big, 1.0, decide.ALPHA, 1).startswith("undecided")
+    few = decide.test([0.1, 0.2, -0.05, 0.3])
+    need = decide.tasks_for(abs(few.diff), few.sd, alpha=decide.ALPHA / 6)
+    assert need != decide.tasks_for(abs(few.diff), few.sd)
+    said = f"undecided (about {need} tasks would decide a difference this size)"
+    assert decide.verdict("S", "H", few, 0.5, 1.0, 6) == said
+    level = decide.test([0.1, -0.1, 0.1, -0.1, 0.05, -0.05])  # no difference at all
+    need = decide.tasks_for(decide.DELTA, level.sd, alpha=decide.ALPHA / 3, two_sided=False)
+    assert need not in (
+        decide.tasks_for(decide.DELTA, level.sd, alpha=decide.ALPHA / 3),
+        decide.tasks_for(decide.DELTA, level.sd, two_sided=False),
+    )
+    said = f"undecided (about {need} tasks would show equivalence within ±0.05)"
+    assert decide.verdict("S", "H", level, 1.0, 1.0, 3) == said
+    wider = decide.tasks_for(0.1, level.sd, alpha=decide.ALPHA / 3, two_sided=False)
+    assert (
+        decide.verdict("S", "H", level, 1.0, 1.0, 3, 0.1)
+        == f"undecided (about {wider} tasks would show equivalence within ±0.1)"
+    )
+    tiny = decide.test([0.001, -0.0005, 0.0015, -0.001, 0.0002, 0.0])
+    assert decide.verdict("S", "H", tiny, 1.0, 1.0, 1).startswith("undecided (about ")
+    assert decide.verdict("S", "H", decide.test([1e-6, -0.9, 0.9, 1e-6, 0.0, 0.0]), 1.0, 1.0, 1) == (
+        "undecided (more than 10,000 tasks would decide a difference this size)"
+    )
+    assert decide._about(10_000) == "about 10000 tasks" and decide._about(10_001) == "more than 10,000 tasks"
+
+
+def test_the_seed_reaches_the_lower_side_and_the_interval():
+    """Where the lower side's p is the larger (a mean above 0), equivalence is that side's, drawn
+    from the seed; the seeded interval inverts the seeded test."""
+    d = np.random.default_rng(7).normal(0.02, 0.1, 20) + 0.03
+    lower = sampled_p(d, 7, "less", decide.DELTA)
+    assert lower > sampled_p(d, 7, "greater", -decide.DELTA)
+    assert decide.equivalence_p(d, seed=7) == lower == decide.test(d, seed=7).p_equiv
+    low, high = decide.interval(d, seed=7)
+    eps = 1e-7
+    assert sampled_p(d - low - eps, 7) > decide.ALPHA and sampled_p(d - high + eps, 7) > decide.ALPHA
+    assert sampled_p(d - low + eps, 7) <= decide.ALPHA and sampled_p(d - high - eps, 7) <= decide.ALPHA
+
+
+def test_the_interval_at_another_level_inverts_the_test_at_that_level():
+    """At 0.25 four tasks can reject (their p is k/16): the interval is no longer the whole range,
+    and p at its ends crosses 0.25 (a p of exactly 0.25 is rejected)."""
+    d = np.random.default_rng(3).normal(0.2, 0.2, 4)
+    low, high = decide.interval(d, alpha=0.25)
+    assert not decide.whole_range(low, high)
+    eps = 1e-7
+    assert decide.p_value(d - low - eps) > 0.25 and decide.p_value(d - high + eps) > 0.25
+    assert decide.p_value(d - low + eps) <= 0.25 and decide.p_value(d - high - eps) <= 0.25

@@ -44,6 +44,8 @@ def export(store: Path, out: Path, *extra: str, check: bool = True) -> subproces
 
 CLOSING: list[str] = []
 """What the study's first sweep printed last."""
+DECIDED: list = []
+"""The decisions runs the study's sweeps logged, newest first."""
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +60,8 @@ def study(tmp_path_factory):
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     exp = client.get_experiment_by_name("compaction")
     runs = client.search_runs([exp.experiment_id], max_results=1000)
+    DECIDED.extend(r for r in runs if r.data.tags["washexp.kind"] == "decisions")
+    runs = [r for r in runs if r.data.tags["washexp.kind"] != "decisions"]  # no record reads them
     return store, json.loads(record_json.read_text()), record_json, runs
 
 
@@ -169,6 +173,53 @@ def test_the_sweep_closes_with_its_decisions(study):
     for r, line in zip(rows, lines[1:], strict=True):
         assert line.startswith(f"    {r['a']} vs {r['b']} (3 tasks): {r['verdict']}, p {r['p']:.3g}")
     assert "\n".join(lines) in CLOSING[0]  # printed where the sweep ends, before its records line
+
+
+def test_the_sweep_logs_its_decisions_as_a_run_of_their_own(study):
+    """The decisions in the MLflow UI: one FINISHED run per sweep, of kind ``decisions``, whose
+    table is the sweep's decisions and whose manifest covers its files; no arm or condition run
+    gained a file (their manifests stand), and ``washexp runs`` counts it neither as arm nor unit."""
+    import hashlib
+
+    from washexp.compaction.sweep_decisions import rows, task_rows
+    from washexp.listing import sweep_rows
+    from washexp.tracking.reader import search
+
+    store, _, _, runs = study
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    (sweep,) = {r.data.tags["sweep"] for r in runs if r.data.tags.get("method") == "H"}
+    # the first two commands share a sweep folder, so a sweep id: each logged the decisions of its arms so far
+    assert [r.data.tags["sweep"] for r in DECIDED] == [sweep, sweep]
+    assert [r.info.status for r in DECIDED] == ["FINISHED", "FINISHED"]
+    run = DECIDED[-1]  # the first command's: S and H alone
+    assert run.info.run_name == f"decisions · {sweep}"
+    assert "mlflow.parentRunId" not in run.data.tags and "washexp.hash" not in run.data.tags
+    assert f"  in MLflow: run 'decisions · {sweep}', table decisions.json" in CLOSING[0]
+    client = MlflowClient(uri)
+    root = Path(client.download_artifacts(run.info.run_id, ""))
+    manifest = json.loads((root / "manifest.json").read_text())
+    files = {p.relative_to(root).as_posix(): p for p in root.rglob("*") if p.is_file() and p.name != "manifest.json"}
+    assert set(files) == set(manifest["artifacts"]) and "decisions.json" in files
+    for rel, path in files.items():
+        assert manifest["artifacts"][rel] == run.data.tags[f"washexp.sha256.{rel}"]
+        assert manifest["artifacts"][rel] == hashlib.sha256(path.read_bytes()).hexdigest()
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment("compaction")  # a user's way to the table, as docs/guide/decisions.md says
+    first = mlflow.load_table("decisions.json", run_ids=[run.info.run_id])
+    assert set(first["family"]) == {"S vs H"}
+    newest = mlflow.load_table("decisions.json", run_ids=[DECIDED[0].info.run_id])
+    expected = rows(task_rows(uri, "compaction", sweep))  # S, H and Full now
+    assert len(newest) == len(expected) and {r["family"] for r in expected} == {"S vs H", "vs Full"}
+    for got, want in zip(newest.to_dict("records"), expected, strict=True):
+        assert (got["model"], got["a"], got["b"], got["verdict"]) == (
+            want["model"],
+            want["a"],
+            want["b"],
+            want["verdict"],
+        )
+        assert got["n_tasks"] == want["n_tasks"] and got["diff"] == pytest.approx(want["diff"])
+    listed = {r.sweep: r for r in sweep_rows(search(uri, "compaction"), "compaction")}[sweep]
+    assert (listed.arms, listed.units, listed.status) == (5, 20, {"FINISHED": 25})
 
 
 def test_bootstrap_on_known_differences():
@@ -311,6 +362,44 @@ def test_the_plot_caption_names_full_only_when_full_was_run(methods):
         for m in methods
         for n in ([0] if m == "full" else [0, 1])
     ]
-    vs_n, _ = _plots(pd.DataFrame(rows), "retention", "retention", "stem", {"primary": 1, "control": 0})
+    vs_n, _ = _plots(pd.DataFrame(rows), "retention", "retention", "stem", {"primary": 1, "control": 0}, {})
     assert vs_n.caption.startswith("retention against Top N, S and H")
     assert ("Full as a dashed line" in vs_n.caption) == ("full" in methods), vs_n.caption
+    assert "bars" not in vs_n.caption  # none given, none drawn or said
+
+
+def test_the_plots_bars_are_the_headline_intervals():
+    """Each arm's bar is its headline row's interval, keyed by its method and N (Full: none);
+    an arm with one task has no interval and no bar."""
+    import pandas as pd
+
+    from washexp.compaction.records.arms import _bars, _plots
+    from washexp.compaction.records.decisions import arm_means
+    from washexp.export import plots
+
+    final = pd.DataFrame(
+        [
+            {"label": "S top1", "method": "S", "topn": "1", "metrics.primary/retention": 0.5},
+            {"label": "Full", "method": "full", "topn": None, "metrics.primary/retention": 0.9},
+        ]
+    )
+    tasks = [
+        {"arm": arm, "cohort": cohort, "task": f"t{i}", "retention": v, "valid": True}
+        for arm, cohort, values in (
+            ("S top1", "primary", [0.2, 0.6, 0.7, 0.5, 0.4, 0.9, 0.1]),
+            ("Full", "primary", [1.0, 0.8, 0.9, 1.0, 0.7, 1.0, 0.9]),
+            ("S top1", "control", [0.3]),
+        )
+        for i, v in enumerate(values)
+    ]
+    means = arm_means(tasks, "retention")
+    bars = _bars(final, means)
+    row = {(m["cohort"], m["arm"]): m for m in means}
+    for cohort, arm, key in (("primary", "S top1", ("S", 1)), ("primary", "Full", ("full", None))):
+        m = row[cohort, arm]
+        assert bars[cohort][key] == plots.Bar(m["ci_low"], m["ci_high"], 7)
+        assert m["ci_low"] < m["mean"] < m["ci_high"] and not m["whole_range"]  # 7 tasks: a real interval
+    assert "control" not in bars and row["control", "S top1"]["ci_low"] is None
+    vs_n, tokens = _plots(final, "retention", "retention", "stem", {"primary": 7, "control": 1}, bars)
+    assert "bars: each arm's 95% sign-flip interval over its tasks, as in the headline table" in vs_n.caption
+    assert "bars:" in tokens.caption

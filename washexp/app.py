@@ -340,23 +340,27 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
         s: signal.signal(s, h) for s, h in ((signal.SIGTERM, sigterm_as_exit), (signal.SIGINT, sigint_as_interrupt))
     }
     try:
-        job()
-        _drain(sweep)
-    except (HydraException, OmegaConfBaseException) as err:
-        print(f"washexp: bad config: {one_line(err)}", file=sys.stderr)
-        return 2
+        try:
+            job()
+            _drain(sweep)
+        except (HydraException, OmegaConfBaseException) as err:
+            print(f"washexp: bad config: {one_line(err)}", file=sys.stderr)
+            return 2
+        finally:
+            sweep.collect()  # what jobs in other processes reported
+            try:
+                sweep.close()
+            except WashexpError as err:  # the store failed as the last runs were written
+                sweep.fail(str(err), 1)
+        raise_if_stopped()  # a stop whose own exception was dropped still ends the command stopped
+        if sweep.exit_code == 0:  # a command that could not finish ends on its one error line, and its
+            # store (full, say) is asked nothing more. The stops are still exceptions here: the
+            # closing lines log the sweep's decisions run, which a SIGTERM then ends KILLED
+            for line in closing_lines(sweep.ledger, sweep.root):
+                print(line, flush=True)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        sweep.collect()  # what jobs in other processes reported
-        try:
-            sweep.close()
-        except WashexpError as err:  # the store failed as the last runs were written
-            sweep.fail(str(err), 1)
-    raise_if_stopped()  # a stop whose own exception was dropped still ends the command stopped
-    if sweep.exit_code == 0:  # a command that could not finish ends on its one error line, and its
-        for line in closing_lines(sweep.ledger, sweep.root):  # store (full, say) is asked nothing more
-            print(line, flush=True)
     for line in dict.fromkeys(sweep.errors):
         print(f"washexp: {line}", file=sys.stderr)
     return sweep.exit_code

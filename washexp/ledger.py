@@ -13,8 +13,8 @@ import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from washexp.errors import WashexpError
 from washexp.tracking import default_uri
+from washexp.tracking.kinds import KIND_TAG, Kind
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def closing_lines(entries: list[Entry], root: Path) -> list[str]:
         opts = "" if experiment == "compaction" else f" --experiment {experiment}"
         opts += "" if uri is None else f" --tracking-uri {shown(uri)}"
         if benchmark == "compaction":
-            lines += decision_lines(uri or default_uri(root), experiment, sweep)
+            lines += decided(uri, experiment, sweep, root)
         lines.append(f"  records:  {washexp} export --sweep {sweep}{opts}")
         lines.append(f"  compare:  {washexp} compare {sweep} <another sweep id>{opts}")
         lines.append(f"  browse:   {browse(uri, benchmark, experiment, root)}")
@@ -112,23 +112,28 @@ def closing_lines(entries: list[Entry], root: Path) -> list[str]:
 def decision_lines(uri: str, experiment: str, sweep: str) -> list[str]:
     """The sweep's paired decisions in a few lines, from its condition runs' logged metrics (the
     record's ``decisions`` table has them all); none for a sweep whose arms are not study arms."""
-    from washexp.compaction.records import decisions
-    from washexp.compaction.records.data import task_rows
-    from washexp.compaction.records.runs import study_runs
-    from washexp.tracking.reader import search
+    from washexp.compaction import sweep_decisions
 
-    runs = search(uri, experiment)
-    if runs is None or runs.empty:
-        return []
-    try:
-        study = study_runs(runs, sweeps=(sweep,))
-    except WashexpError:  # no finished arm run of this sweep (a cycles sweep, all failed): nothing to decide
-        return []
-    lines = []
-    for _, arms in study.arms.groupby("model", sort=True):
-        final = arms[arms["phase"] == "final"]
-        lines += decisions.summary(task_rows(final, study.conditions))
-    return lines
+    return _summary(sweep_decisions.task_rows(uri, experiment, sweep))
+
+
+def _summary(per_model: dict[str, list[dict]]) -> list[str]:
+    from washexp.compaction.records import decisions
+
+    return [line for rows in per_model.values() for line in decisions.summary(rows)]
+
+
+def decided(uri: str | None, experiment: str, sweep: str, root: Path) -> list[str]:
+    """:func:`decision_lines`, and the sweep's decisions logged as a run of their own
+    (:mod:`washexp.compaction.sweep_decisions`), the line that names it last."""
+    from washexp.compaction import sweep_decisions
+
+    per_model = sweep_decisions.task_rows(uri or default_uri(root), experiment, sweep)
+    name = sweep_decisions.log(per_model, uri, experiment, sweep, root)
+    if name is None:
+        return _summary(per_model)
+    where = f"run '{name}', table {sweep_decisions.TABLE} (UI search: tags.`{KIND_TAG}` = '{Kind.DECISIONS.value}')"
+    return [*_summary(per_model), f"  in MLflow: {where}"]
 
 
 def shown(uri: str) -> str:

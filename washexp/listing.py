@@ -5,7 +5,8 @@ A sweep is the set of runs that carry its ``sweep`` tag (what ``export --sweep``
 take). Its *arms* are its top-level runs (compaction arms, wash measurements), its units the
 runs under them (conditions, stores). An arm it reused whole from another sweep is its arm too,
 counted with its units in both sweeps and said (``reused 4 arms from <sweep>``): the sweep left a
-top-level link run naming it (:mod:`washexp.export.selection` follows the same links).
+top-level link run naming it (:mod:`washexp.export.selection` follows the same links). A compaction
+sweep's decisions run (:mod:`washexp.compaction.sweep_decisions`) is neither.
 """
 
 from __future__ import annotations
@@ -78,11 +79,12 @@ def sweep_rows(runs, experiment: str) -> list[SweepRow]:
 
     kinds, parent = tag(runs, KIND_TAG), tag(runs, PARENT_TAG)
     linking = (kinds == Kind.LINK) & parent.isna()  # an arm reused whole: not a unit of its own
+    aside = kinds == Kind.DECISIONS  # the sweep's decisions: neither an arm nor a unit
     by_id = runs.set_index("run_id", drop=False)
     rows = []
     for sweep, group in runs[runs["tags.sweep"].notna()].groupby("tags.sweep"):
         links = group[linking[group.index]]
-        own = group[~linking[group.index]]
+        own = group[~(linking | aside)[group.index]]
         top = own[tag(own, KIND_TAG).isin(TOP_KINDS)]
         targets = by_id.reindex(list(dict.fromkeys(tag(links, LINK_TAG)))).dropna(subset=["run_id"])
         targets = targets[~targets["run_id"].isin(top["run_id"])]

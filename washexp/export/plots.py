@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -20,6 +21,32 @@ from washexp.ledger import plural  # noqa: E402
 COLORS = {"S": "tab:blue", "H": "tab:orange", "mask": "tab:green", "Full": "black"}
 FULL = "Full (the whole trajectory)"
 _SIZE, _DPI = (10.0, 4.2), 110
+BARS = "bars: 95% sign-flip interval over tasks"
+BANDS = "bands: 95% sign-flip interval over tasks"
+
+
+@dataclass(frozen=True)
+class Bar:
+    """An arm's interval over its tasks (the headline table's, ``records.decisions.mean_interval``)."""
+
+    low: float
+    high: float
+    tasks: int
+
+
+Bars = Mapping[str, Mapping[tuple[str, int | None], Bar]]
+"""cohort -> (method, top-N) -> its bar (Full and the closed book: top-N None)."""
+
+
+def _bar(ax, x: float, y: float, bar: Bar | None, color, cohort_tasks: int | None) -> None:
+    """The interval as an error bar at (x, y); the arm's task count beside it when it is not the
+    panel's (an arm that did not run every task)."""
+    if bar is None:
+        return
+    yerr = [[max(0.0, y - bar.low)], [max(0.0, bar.high - y)]]
+    ax.errorbar([x], [y], yerr=yerr, fmt="none", ecolor=color, elinewidth=1.2, capsize=3, alpha=0.55)
+    if bar.tasks != cohort_tasks:
+        ax.annotate(f"n={bar.tasks}", (x, bar.high), textcoords="offset points", xytext=(2, 2), fontsize=7, color=color)
 
 
 def score_vs_n(
@@ -28,20 +55,30 @@ def score_vs_n(
     ylabel: str,
     title: str,
     tasks: Mapping[str, int],
+    bars: Bars | None = None,
 ) -> bytes:
     """``by_cohort[cohort][method]`` = [(N, score)]; Full drawn as a horizontal line; ``tasks``:
-    each cohort's task count, in its panel's title."""
+    each cohort's task count, in its panel's title; ``bars``: each arm's interval (Full's a band).
+    Methods sit a little apart on x so their bars do not overlap."""
     fig, axes = plt.subplots(1, len(by_cohort), figsize=_SIZE, squeeze=False, sharey=True)
     for ax, (cohort, series) in zip(axes[0], by_cohort.items(), strict=True):
-        for method, points in series.items():
-            if points:
-                xs, ys = zip(*points, strict=True)
-                ax.plot(xs, ys, marker="o", color=COLORS.get(method), label=f"{method} summary + Top N units")
+        mine = (bars or {}).get(cohort, {})
+        drawn = [m for m, points in series.items() if points]
+        for i, method in enumerate(drawn):
+            dodge = 0.06 * (i - (len(drawn) - 1) / 2)
+            xs, ys = zip(*series[method], strict=True)
+            color = COLORS.get(method) or plt.rcParams["axes.prop_cycle"].by_key()["color"][i % 10]
+            ax.plot([x + dodge for x in xs], ys, marker="o", color=color, label=f"{method} summary + Top N units")
+            for x, y in zip(xs, ys, strict=True):
+                _bar(ax, x + dodge, y, mine.get((method, x)), color, tasks.get(cohort))
         if full.get(cohort) is not None:
             ax.axhline(full[cohort], color=COLORS["Full"], linestyle="--", label=FULL)
+            band = mine.get(("full", None))
+            if band is not None:
+                ax.axhspan(band.low, band.high, color=COLORS["Full"], alpha=0.07, linewidth=0)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         _finish_axes(ax, cohort, "Top N (Jev evidence units fused with the summary)", tasks.get(cohort))
-    return _png(fig, axes, ylabel, title)
+    return _png(fig, axes, ylabel, title + (f" ({BARS})" if any((bars or {}).values()) else ""))
 
 
 def tokens_vs_score(
@@ -49,12 +86,14 @@ def tokens_vs_score(
     ylabel: str,
     title: str,
     tasks: Mapping[str, int],
+    bars: Bars | None = None,
 ) -> bytes:
     """``by_cohort[cohort]`` = [(method, top-N, mean input tokens, score)]: S and H as lines
     through N = 0..5 (each point labelled with its N), Full (``method == "full"``) as a star;
-    ``tasks``: each cohort's task count, in its panel's title."""
+    ``tasks``: each cohort's task count, in its panel's title; ``bars``: each arm's interval."""
     fig, axes = plt.subplots(1, len(by_cohort), figsize=_SIZE, squeeze=False, sharey=True)
     for ax, (cohort, points) in zip(axes[0], by_cohort.items(), strict=True):
+        mine = (bars or {}).get(cohort, {})
         for method, offset in (("S", (4, -11)), ("H", (-9, 5))):
             arm = sorted((n, x, y) for m, n, x, y in points if m == method)
             if not arm:
@@ -68,11 +107,13 @@ def tokens_vs_score(
             )
             for n, x, y in arm:
                 ax.annotate(str(n), (x, y), textcoords="offset points", xytext=offset, fontsize=8, color=COLORS[method])
-        for m, _n, x, y in points:
+                _bar(ax, x, y, mine.get((method, n)), COLORS[method], tasks.get(cohort))
+        for m, n, x, y in points:
             if m == "full":
                 ax.scatter([x], [y], marker="*", s=160, color=COLORS["Full"], zorder=3, label=FULL)
+                _bar(ax, x, y, mine.get(("full", n)), COLORS["Full"], tasks.get(cohort))
         _finish_axes(ax, cohort, "mean input tokens per context (Qwen tokens)", tasks.get(cohort))
-    return _png(fig, axes, ylabel, title)
+    return _png(fig, axes, ylabel, title + (f" ({BARS})" if any((bars or {}).values()) else ""))
 
 
 def loss_scatter(by_cohort: Mapping[str, Sequence[tuple[str, int | None, float, float]]], title: str) -> bytes:
@@ -96,9 +137,16 @@ def loss_scatter(by_cohort: Mapping[str, Sequence[tuple[str, int | None, float, 
     return _png(fig, axes, "reading loss (kept but missed)", title)
 
 
-def survival_curves(by_arm: Mapping[str, Mapping[int, Sequence[tuple[int, float]]]], title: str) -> bytes:
+def survival_curves(
+    by_arm: Mapping[str, Mapping[int, Sequence[tuple[int, float]]]],
+    title: str,
+    bands: Mapping[str, Mapping[int, Sequence[tuple[int, float, float]]]] | None = None,
+    tasks: Mapping[str, Mapping[int, int]] | None = None,
+) -> bytes:
     """``by_arm[arm][k]`` = [(cycle, survival)]: one panel per arm (four to a row), one line per k
-    (darker: more segments), the cycle on x."""
+    (darker: more segments), the cycle on x; ``bands[arm][k]`` = [(cycle, low, high)], each
+    cycle's interval over tasks, shaded in the line's colour; ``tasks[arm][k]``: the tasks behind
+    a line, in its legend label."""
     cols = max(1, min(4, len(by_arm)))
     rows = max(1, -(-len(by_arm) // cols))
     size = (max(_SIZE[0], 3.0 * cols), 3.4 * rows + 0.8)
@@ -107,10 +155,17 @@ def survival_curves(by_arm: Mapping[str, Mapping[int, Sequence[tuple[int, float]
     for ax, (arm, curves) in zip(panels, by_arm.items(), strict=False):
         top = max(curves, default=1)
         for k, points in sorted(curves.items()):
+            shade = plt.get_cmap("viridis")(0.85 - 0.75 * (k - 1) / max(1, top - 1))
             if points:
                 xs, ys = zip(*points, strict=True)
-                shade = plt.get_cmap("viridis")(0.85 - 0.75 * (k - 1) / max(1, top - 1))
-                ax.plot(xs, ys, marker="o", color=shade, label=f"k={k}")
+                n = (tasks or {}).get(arm, {}).get(k)
+                ax.plot(
+                    xs, ys, marker="o", color=shade, label=f"k={k}" + ("" if n is None else f" ({plural(n, 'task')})")
+                )
+            band = (bands or {}).get(arm, {}).get(k)
+            if band:
+                cx, lows, highs = zip(*band, strict=True)
+                ax.fill_between(cx, lows, highs, color=shade, alpha=0.15, linewidth=0)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(arm, fontsize=10)
         ax.set_xlabel("cycle")
@@ -121,6 +176,8 @@ def survival_curves(by_arm: Mapping[str, Mapping[int, Sequence[tuple[int, float]
     panels[0].legend(loc="lower left", fontsize=8)  # the first arm (Full, when run) sits at 1.0: room below
     for row in axes[1:]:
         row[0].set_ylabel("facts seen so far that survive")
+    if bands:
+        title += f" ({BANDS})"
     return _png(fig, axes, "facts seen so far that survive", title)
 
 

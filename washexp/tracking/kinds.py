@@ -44,6 +44,9 @@ class Kind(StrEnum):
     """One store of a controlled or chain measurement."""
     WASH_ARM = "wash-arm"
     """One arm (A or B) of the sawtooth."""
+    DECISIONS = "decisions"
+    """A compaction sweep's decisions (:mod:`washexp.compaction.sweep_decisions`): a top-level run
+    that is no arm and no unit, which every selection of runs by kind leaves out."""
     LINK = "link"
     """A finished run reused under one more parent (``Tracker.link``)."""
 
@@ -130,6 +133,13 @@ class CyclesRun(RunKind):
 
     split: str
     measurement: str = "cycles"
+
+
+@dataclass(frozen=True)
+class DecisionsRun(RunKind):
+    kind = Kind.DECISIONS
+
+    sweep: str
 
 
 @dataclass(frozen=True)

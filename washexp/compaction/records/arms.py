@@ -64,12 +64,13 @@ def _study(runs: pd.DataFrame, options) -> list[Record]:
     records = []
     for model, arms in study.arms.groupby("model", sort=True):
         conds = study.conditions[study.conditions["arm_run_id"].isin(arms["run_id"])]
-        record = _record(arms, conds, tuple(study.notes.get(model, ())), options.experiment, options.uri)
         final = arms[arms["phase"] == "final"]
-        record = _with_closed_book(record, final, conds, options.uri)
         data = compare_data(final, conds, options.uri)
-        fconds = conds[conds["arm_run_id"].isin(final["run_id"])]
         metric = _headline(data["compaction_tasks"])
+        means = record_decisions.arm_means(data["compaction_tasks"], metric)  # the plots' bars: the headline's
+        record = _record(arms, conds, tuple(study.notes.get(model, ())), options.experiment, options.uri, means)
+        record = _with_closed_book(record, final, conds, options.uri)
+        fconds = conds[conds["arm_run_id"].isin(final["run_id"])]
         data["compaction_nested"] = record_variance.nested_rows(fconds, options.uri, metric)
         records.append(_with_decisions(record, data, metric))
     return records
@@ -87,7 +88,10 @@ def _with_decisions(record: Record, data: dict[str, list], metric: str) -> Recor
     return dataclasses.replace(record, tables=(*first, *record.tables), data=data)
 
 
-def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], experiment: str, uri: str) -> Record:
+def _record(
+    arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], experiment: str, uri: str, means: list[dict]
+) -> Record:
+    """``means``: the headline's rows (``records.decisions.arm_means``), whose intervals the plots draw."""
     final = arms[arms["phase"] == "final"]
     pre = arms[arms["phase"] != "final"]
     fconds = conds[conds["arm_run_id"].isin(final["run_id"])]
@@ -177,7 +181,8 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: tuple[str, ...], 
         tables.append(spent)
 
     stem = f"compaction-{platform}-{date}"
-    record_plots = _plots(final, score, score_name, stem, n_tasks) + _loss_plot(cells, stem)
+    bars = _bars(final, [m for m in means if m["metric"] == score])
+    record_plots = _plots(final, score, score_name, stem, n_tasks, bars) + _loss_plot(cells, stem)
     provenance = {
         **provenance_head(arms, date, experiment),
         "roles": _roles(arms),
@@ -279,7 +284,17 @@ def _runs_table(arms: pd.DataFrame, conds: pd.DataFrame) -> Table:
     return Table("runs", f"MLflow run ids behind every number ({len(rows)} runs)", columns, tuple(rows))
 
 
-def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks) -> tuple[Plot, ...]:
+def _bars(final: pd.DataFrame, means: list[dict]) -> plots.Bars:
+    """Each final arm's interval by cohort and (method, top-N), from the headline's rows."""
+    key = {a["label"]: (a["method"], ArmRun.parse("topn", a["topn"])) for _, a in final.iterrows()}
+    out: dict[str, dict[tuple[str, int | None], plots.Bar]] = {}
+    for m in means:
+        if m["ci_low"] is not None and m["arm"] in key:
+            out.setdefault(m["cohort"], {})[key[m["arm"]]] = plots.Bar(m["ci_low"], m["ci_high"], m["n_tasks"])
+    return out
+
+
+def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks, bars: plots.Bars) -> tuple[Plot, ...]:
     cohorts = [c for c in COHORTS if n_tasks[c]]
     if final.empty or not cohorts:
         return ()
@@ -306,16 +321,28 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks)
     return (
         Plot(
             f"{stem}-{score}-vs-n.png",
-            f"{score_name} against Top N, S and H" + ("; Full as a dashed line" if full else ""),  # drawn if run
+            f"{score_name} against Top N, S and H" + ("; Full as a dashed line" if full else "") + _said(bars),
             plots.score_vs_n(
-                by_cohort, full, score_name, f"{score_name.capitalize()} against Top N, by cohort", n_tasks
+                by_cohort, full, score_name, f"{score_name.capitalize()} against Top N, by cohort", n_tasks, bars
             ),
         ),
         Plot(
             f"{stem}-tokens-vs-{score}.png",
-            f"mean input tokens against {score_name}, one point per arm",
-            plots.tokens_vs_score(points, score_name, f"Input tokens against {score_name}, one point per arm", n_tasks),
+            f"mean input tokens against {score_name}, one point per arm" + _said(bars),
+            plots.tokens_vs_score(
+                points, score_name, f"Input tokens against {score_name}, one point per arm", n_tasks, bars
+            ),
         ),
+    )
+
+
+def _said(bars: plots.Bars) -> str:
+    """The caption's word on the bars (drawn where an arm has 2 tasks or more in a cohort)."""
+    if not bars:
+        return ""
+    return (
+        "; bars: each arm's 95% sign-flip interval over its tasks, as in the headline table (the whole range "
+        "with 5 tasks or fewer)"
     )
 
 

@@ -77,7 +77,8 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: list[str], option
     times = pd.concat([arms["end_time"], conds["end_time"], arms["start_time"]]).dropna()
     date = times.max().tz_convert("UTC").strftime("%Y-%m-%d")
     kmax = int(conds["k"].max())
-    curves: dict[str, dict[str, dict[int, list[float | None]]]] = {}
+    curves: dict[str, dict[str, dict[int, list[list[float | None]]]]] = {}
+    """arm -> cohort -> k -> each task's survival after each cycle."""
     tables = []
     for _, arm in arms.iterrows():
         mine = conds[conds["parent"] == arm["run_id"]]
@@ -86,7 +87,7 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: list[str], option
             for k, group in mine[mine["cohort"] == cohort].groupby("k", sort=True):
                 per_task = [_condition(c, rows_of[c["run_id"]]) for _, c in group.iterrows() if c["run_id"] in rows_of]
                 curve = [_mean([t[c] for t in per_task]) for c in range(int(k))]
-                curves.setdefault(arm["label"], {}).setdefault(cohort, {})[int(k)] = curve
+                curves.setdefault(arm["label"], {}).setdefault(cohort, {})[int(k)] = per_task
                 facts = int(sum(len(rows_of[r]) for r in group["run_id"] if r in rows_of) // int(k))
                 rows.append(
                     {
@@ -146,10 +147,13 @@ def _record(arms: pd.DataFrame, conds: pd.DataFrame, left_out: list[str], option
         **run_facts(arms),
     }
     stem = f"compaction-{platform}-cycles-{date}"
+    lines, bands, tasks = _plotted(curves)
     plot = Plot(
         f"{stem}-survival.png",
-        "survival after each cycle, one panel per arm, one line per k (primary cohort; control where no primary)",
-        plots.survival_curves(_plotted(curves), "Facts surviving repeated compaction, by cycle"),
+        "survival after each cycle, one panel per arm, one line per k (primary cohort; control where no primary); "
+        "bands: each cycle's 95% sign-flip interval over the line's tasks, the headline table's rule (the whole "
+        "range with 5 tasks or fewer)",
+        plots.survival_curves(lines, "Facts surviving repeated compaction, by cycle", bands, tasks),
     )
     appendix = Table(
         "runs",
@@ -254,14 +258,23 @@ def _fraction(key: str):
     return lambda r: "" if r[key] is None else f"{r[key]:.3f}"
 
 
-def _plotted(curves: dict[str, dict[str, dict[int, list[float | None]]]]) -> dict[str, dict[int, list]]:
-    out: dict[str, dict[int, list]] = {}
+def _plotted(curves: dict[str, dict[str, dict[int, list[list[float | None]]]]]):
+    """Per arm (its primary cohort, else its control one) and k: the curve, its band (each cycle's
+    interval over the tasks with a seen fact, ``records.decisions.mean_interval``) and its tasks,
+    as :func:`~washexp.export.plots.survival_curves` takes them."""
+    lines: dict[str, dict[int, list]] = {}
+    bands: dict[str, dict[int, list]] = {}
+    tasks: dict[str, dict[int, int]] = {}
     for label, by_cohort in curves.items():
         cohort = "primary" if "primary" in by_cohort else next(iter(by_cohort))
-        out[label] = {
-            k: [(c + 1, v) for c, v in enumerate(curve) if v is not None] for k, curve in by_cohort[cohort].items()
-        }
-    return out
+        lines[label], bands[label], tasks[label] = {}, {}, {}
+        for k, per_task in by_cohort[cohort].items():
+            at = [[v for t in per_task if (v := t[c]) is not None] for c in range(k)]
+            lines[label][k] = [(c + 1, sum(v) / len(v)) for c, v in enumerate(at) if v]
+            shown = [(c + 1, record_decisions.mean_interval(v)) for c, v in enumerate(at)]
+            bands[label][k] = [(c, iv[0], iv[1]) for c, iv in shown if iv is not None]
+            tasks[label][k] = len(per_task)
+    return lines, bands, tasks
 
 
 def _label(arms: pd.DataFrame, run_id: Hashable) -> str:

@@ -215,16 +215,21 @@ def decisions_table(rows: list[dict], delta: float = decide.DELTA) -> Table:
     return table(decisions(rows, delta), delta)
 
 
-def headline_table(rows: list[dict], metric: str) -> Table:
-    """Arm, tasks, the record's headline metric (ITT) and its sign-flip interval over tasks."""
+def mean_interval(values: list[float]) -> tuple[float, float] | None:
+    """The interval of a mean over tasks wherever a record shows one (the headline table, the bars
+    of the plots, the bands of the cycles curves): the sign-flip interval, within [0, 1]; none
+    under 2 tasks."""
+    return decide.interval(values, bounds=SCORE) if len(values) >= 2 else None
+
+
+def arm_means(rows: list[dict], metric: str) -> list[dict]:
+    """The headline's rows: per cohort and arm, its tasks, the mean of ``metric`` (ITT) and its
+    interval (:func:`mean_interval`)."""
     out = []
     for cohort in COHORTS:
         for arm, values in per_task(rows, metric, cohort, False).items():
             v = list(values.values())
-            low: float | None = None
-            high: float | None = None
-            if len(v) >= 2:
-                low, high = decide.interval(v, bounds=SCORE)
+            low, high = mean_interval(v) or (None, None)
             out.append(
                 {
                     "cohort": cohort,
@@ -237,6 +242,12 @@ def headline_table(rows: list[dict], metric: str) -> Table:
                     "whole_range": None if low is None or high is None else decide.whole_range(low, high, SCORE),
                 }
             )
+    return out
+
+
+def headline_table(rows: list[dict], metric: str) -> Table:
+    """Arm, tasks, the record's headline metric (ITT) and its sign-flip interval over tasks."""
+    out = arm_means(rows, metric)
     columns = (
         Column("cohort", "cohort"),
         Column("arm", "arm"),
