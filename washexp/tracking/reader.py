@@ -120,8 +120,11 @@ def _read(uri: str, artifact_file: str, run_id: str):
     return _table(uri, artifact_file, run_id)
 
 
+@lru_cache(maxsize=65536)
 def _table(uri: str, artifact_file: str, run_id: str):
-    """One run's table from a store (its bytes read once per process: :func:`_stored`)."""
+    """One run's table from a store, parsed once per process (a record reads each condition's
+    tables three times and more; a parse costs as much as the read). Callers get a copy (they
+    ``assign`` and ``concat``)."""
     import io
 
     import pandas as pd
