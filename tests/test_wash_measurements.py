@@ -165,6 +165,33 @@ def test_an_artifact_a_run_never_wrote_is_none_and_any_other_failure_raises(tmp_
     # (a damaged store raises too, after MLflow's own ~100 s of retries: not waited for here)
 
 
+def test_a_searched_run_s_artifacts_are_read_from_its_root_once(tmp_path, monkeypatch):
+    """An export of 2,200 conditions read 6,600 tables, each after a lookup of its run (six times
+    the read) and again for the bundle. A run a search found is read from the artifact root the
+    search gave, never looked up, and each artifact once per process."""
+    from mlflow.tracking import MlflowClient
+
+    from washexp.tracking import reader
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("wash", artifact_location=(tmp_path / "mlruns").as_uri())
+    run = client.create_run(exp).info.run_id
+    client.log_text(run, json.dumps({"kept": 3}), "rounds.json")
+    assert list(reader.search(uri, "wash")["run_id"]) == [run]
+
+    def no_lookup(*args, **kwargs):
+        raise AssertionError("the run was looked up")
+
+    monkeypatch.setattr(MlflowClient, "download_artifacts", no_lookup)
+    reader._downloaded.cache_clear()
+    assert reader.json_artifact(uri, run, "rounds.json") == {"kept": 3}
+    assert reader.json_artifact(uri, run, "sessions.json") is None  # never written
+    assert reader.artifact_bytes(uri, run, "rounds.json") == b'{"kept": 3}'
+    info = reader._downloaded.cache_info()
+    assert (info.hits, info.currsize) == (1, 1)  # rounds.json read once; a missing file not remembered
+
+
 def test_a_round_that_repeats_an_earlier_one_is_counted_as_a_copy_with_what_it_spent(tmp_path):
     """Issue 49: a deterministic washer on a store it left unchanged says the same thing every round;
     those rounds are one observation repeated, and their tokens were still spent. A washer whose

@@ -57,7 +57,16 @@ def search(uri: str, experiment: str, filter_string: str = ""):
         return None
     mlflow.set_tracking_uri(uri)
     with quiet_mlflow():
-        return mlflow.search_runs([exp_id], filter_string=filter_string, output_format="pandas", max_results=100_000)
+        runs = mlflow.search_runs([exp_id], filter_string=filter_string, output_format="pandas", max_results=100_000)
+    if "artifact_uri" in runs.columns:
+        ROOTS.update(((uri, run_id), root) for run_id, root in zip(runs["run_id"], runs["artifact_uri"], strict=True))
+    return runs
+
+
+ROOTS: dict[tuple[str, str], str] = {}
+"""(store URI, run id) -> the run's artifact URI, as a search of that store gave it: an artifact of
+a run found by a search is read from its root, with no lookup of the run first (an export of 2,200
+conditions read 6,600 tables, and each lookup cost six times the read)."""
 
 
 def has_run_tagged(uri: str, experiment: str, tag: str, value: str) -> bool:
@@ -111,26 +120,63 @@ def _read(uri: str, artifact_file: str, run_id: str):
     return _table(uri, artifact_file, run_id)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=65536)
 def _table(uri: str, artifact_file: str, run_id: str):
-    """One run's table, read once per process: a record reads the same conditions' tables for
-    several of its parts, and ``compare`` of a sweep with itself builds its record twice (each
-    read is two run lookups and a download: 0.1 s on a busy machine, times 336 for the main job).
-    A logged artifact never changes, so a table read is a table known. Callers get a copy."""
+    """One run's table from a store, parsed once per process (a record reads each condition's
+    tables three times and more; a parse costs as much as the read). Callers get a copy (they
+    ``assign`` and ``concat``)."""
+    import io
+
     import pandas as pd
+
+    data = _stored(uri, run_id, artifact_file)
+    if data is None:
+        raise WashexpError(f"run {run_id}: no table {artifact_file}")
+    try:
+        return pd.read_json(io.BytesIO(data), orient="split", dtype=False)
+    except ValueError as err:  # pandas: not a split-orient table
+        raise WashexpError(f"run {run_id}: table {artifact_file} cannot be read ({first_line(err)})") from None
+
+
+def _stored(uri: str, run_id: str, artifact_file: str) -> bytes | None:
+    """One run artifact's bytes as stored, None when the run has no such file (not remembered: a
+    running run may write it yet)."""
+    try:
+        return _downloaded(uri, run_id, artifact_file)
+    except _Missing:
+        return None
+
+
+class _Missing(Exception):
+    """The run has no such artifact."""
+
+
+@lru_cache(maxsize=65536)
+def _downloaded(uri: str, run_id: str, artifact_file: str) -> bytes:
+    """:func:`_stored`, read once per process, as a logged artifact never changes: a record reads
+    the same conditions' tables for several of its parts, ``compare`` of a sweep with itself builds
+    its record twice, and ``export --bundle`` builds it again and copies the very bytes read. Sized
+    for a sweep of 20,000 conditions' three tables: a smaller cache read in order misses every
+    time. Read from the run's artifact root when a search gave it (:data:`ROOTS`), else through the
+    run."""
+    import mlflow
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
-    from washexp.errors import WashexpError
-
-    with quiet_mlflow(), tempfile.TemporaryDirectory(prefix="washexp-table-") as tmp:
+    root = ROOTS.get((uri, run_id))
+    with quiet_mlflow(), tempfile.TemporaryDirectory(prefix="washexp-artifact-") as tmp:
         try:
-            local = MlflowClient(uri).download_artifacts(run_id, artifact_file, tmp)
-            return pd.read_json(Path(local), orient="split", dtype=False)
-        except (MlflowException, OSError) as err:
-            raise WashexpError(f"run {run_id}: no table {artifact_file} ({first_line(err)})") from None
-        except ValueError as err:  # pandas: not a split-orient table
-            raise WashexpError(f"run {run_id}: table {artifact_file} cannot be read ({first_line(err)})") from None
+            if root is None:
+                local = MlflowClient(uri).download_artifacts(run_id, artifact_file, tmp)
+            else:
+                local = mlflow.artifacts.download_artifacts(artifact_uri=f"{root}/{artifact_file}", dst_path=tmp)
+            return Path(local).read_bytes()
+        except MlflowException as err:
+            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
+                raise _Missing from None
+            raise WashexpError(f"run {run_id}: artifact {artifact_file} cannot be read ({first_line(err)})") from None
+        except OSError as err:  # e.g. a folder where the file should be
+            raise WashexpError(f"run {run_id}: artifact {artifact_file} cannot be read ({first_line(err)})") from None
 
 
 def json_artifact(uri: str, run_id: str, artifact_file: str) -> Any:
@@ -145,10 +191,11 @@ def json_artifact(uri: str, run_id: str, artifact_file: str) -> Any:
         if not bundle.lists(uri, run_id, artifact_file):
             return None
         return _parsed(run_id, artifact_file, bundle.artifact(uri, run_id, artifact_file))
-    found = _stored_json(uri, run_id, artifact_file)
-    if found is not None:
-        READS.append((run_id, artifact_file))  # what export --bundle copies
-    return found
+    data = _stored(uri, run_id, artifact_file)
+    if data is None:
+        return None
+    READS.append((run_id, artifact_file))  # what export --bundle copies
+    return _parsed(run_id, artifact_file, data)
 
 
 def _parsed(run_id: str, artifact_file: str, data: bytes) -> Any:
@@ -158,31 +205,10 @@ def _parsed(run_id: str, artifact_file: str, data: bytes) -> Any:
         raise WashexpError(f"run {run_id}: artifact {artifact_file} is not JSON ({first_line(err)})") from None
 
 
-@lru_cache(maxsize=1024)
-def _stored_json(uri: str, run_id: str, artifact_file: str) -> Any:
-    """:func:`json_artifact` from a store, cached: a logged artifact never changes."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    with quiet_mlflow(), tempfile.TemporaryDirectory(prefix="washexp-artifact-") as tmp:
-        try:
-            data = Path(MlflowClient(uri).download_artifacts(run_id, artifact_file, tmp)).read_bytes()
-        except MlflowException as err:
-            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
-                return None
-            raise WashexpError(f"run {run_id}: artifact {artifact_file} cannot be read ({first_line(err)})") from None
-        except OSError as err:  # e.g. a folder where the file should be
-            raise WashexpError(f"run {run_id}: artifact {artifact_file} cannot be read ({first_line(err)})") from None
-        return _parsed(run_id, artifact_file, data)
-
-
 def artifact_bytes(uri: str, run_id: str, artifact_file: str) -> bytes:
-    """One run artifact's bytes as stored (``export --bundle`` copies them, manifest included)."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    with quiet_mlflow(), tempfile.TemporaryDirectory(prefix="washexp-artifact-") as tmp:
-        try:
-            return Path(MlflowClient(uri).download_artifacts(run_id, artifact_file, tmp)).read_bytes()
-        except (MlflowException, OSError) as err:
-            raise WashexpError(f"run {run_id}: no artifact {artifact_file} ({first_line(err)})") from None
+    """One run artifact's bytes as stored: those the record was built from (``export --bundle``
+    copies them)."""
+    data = _stored(uri, run_id, artifact_file)
+    if data is None:
+        raise WashexpError(f"run {run_id}: no artifact {artifact_file}")
+    return data

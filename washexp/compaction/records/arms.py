@@ -21,6 +21,7 @@ from washexp.compaction.records import loss as record_loss
 from washexp.compaction.records import notes as record_notes
 from washexp.compaction.records import tables as record_tables
 from washexp.compaction.records import variance as record_variance
+from washexp.compaction.records.budgets import budget_tables
 from washexp.compaction.records.data import compare_data
 from washexp.compaction.records.planted import planted_tables
 from washexp.compaction.records.runs import metric, provenance_head, study_runs, unique, value
@@ -156,7 +157,8 @@ def _record(
     api = record_tables.api_by_arm(fconds)
     over_by = fconds[over].groupby(["label", "cohort"]).size().to_dict()
     cost = record_tables.cost_by_arm(fconds)
-    tables = [record_tables.arm_table(final, c, api, "n/a", over_by, cost) for c in COHORTS if n_tasks[c]]
+    arm_tables = [record_tables.arm_table(final, c, api, "n/a", over_by, cost) for c in COHORTS if n_tasks[c]]
+    tables = list(arm_tables)
 
     def task_table(key: str, title: str, digits: int = 3) -> Table:
         return record_tables.per_task_table(fconds, final, key, title, digits, over)
@@ -172,6 +174,7 @@ def _record(
     tables.append(generations)
     tables.append(record_tables.invalid_table(fconds))
     tables.append(record_tables.failed_contexts_table(fconds))
+    tables += budget_tables(arm_tables, dict(zip(final["label"], final["method"], strict=True)), measured)
     tables += planted_tables(fconds, uri, measured)
     repeats = record_variance.repeats_table(final)
     if repeats is not None:
