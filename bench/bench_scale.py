@@ -15,7 +15,7 @@ Prints wall time, CPU time and peak RSS (``os.wait4`` of that child) per N, and 
 and RSS per added item, beside the load average. Tracking is off unless ``--tracking`` (MLflow's
 own per-run cost is measured elsewhere).
 Synthetic tasks have the shape of ``fixtures/compaction/*`` (task.yaml, collection.yaml, source/,
-trajectory.json built by ``washexp.compaction.collect``; primary cohort, 3 fields with needles);
+trajectory.json built by ``washexp.compaction.inputs.collect``; primary cohort, 3 fields with needles);
 stores the shape of ``fixtures/wash/*`` (MEMORY.md index, topic files with muscle and fat,
 expected.json).
 """
@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from washexp.compaction.collect import write as write_trajectory  # noqa: E402
+from washexp.compaction.inputs.collect import write as write_trajectory  # noqa: E402
 
 SEED = 12
 WORDS = [

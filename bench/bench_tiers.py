@@ -38,8 +38,8 @@ COUNT = [{"role": "user", "content": "Count from 1 to 300, one number per line, 
 
 
 def prompts() -> list[list[dict]]:
-    from washexp.compaction.context import full_context
-    from washexp.compaction.fixtures import load_tasks
+    from washexp.compaction.inputs.context import full_context
+    from washexp.compaction.inputs.fixtures import load_tasks
 
     tasks = load_tasks(ROOT / "fixtures" / "compaction", list(TASKS))
     return [list(full_context(t).messages) for t in tasks]

@@ -58,7 +58,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from washexp.compaction.fixtures import load_tasks
+from washexp.compaction.inputs.fixtures import load_tasks
 from washexp.needles import norm
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compaction"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from washexp.compaction.aggregate import arm_metrics
+from washexp.compaction.scoring.aggregate import arm_metrics
 
 COHORTS = {"pay": "primary", "err": "primary", "bak": "control"}
 

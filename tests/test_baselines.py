@@ -12,11 +12,11 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import SCRIPTED_ENV, run_cli, scripted_model
 from tests.openai_server import Script, serve
-from washexp.compaction.baselines import PLACEHOLDER, baseline, masked_context, recency_context, turns
+from washexp.compaction.backends.roles import roles_for
 from washexp.compaction.condition import Arm, outcome, run_condition, task_sizes
-from washexp.compaction.fixtures import load_task
 from washexp.compaction.frozen import FrozenCache
-from washexp.compaction.roles import roles_for
+from washexp.compaction.inputs.fixtures import load_task
+from washexp.compaction.methods.baselines import PLACEHOLDER, baseline, masked_context, recency_context, turns
 from washexp.config import ModelConfig
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compaction"

@@ -2,7 +2,7 @@
 
 The example package (``examples/firstlast``) is installed by the tests into a temporary target and
 put on the subprocess' ``PYTHONPATH``, never into the shared environment. In-process tests build a
-:class:`~washexp.compaction.plugin.Plugin` from a local class and run real fixtures through it.
+:class:`~washexp.compaction.methods.plugin.Plugin` from a local class and run real fixtures through it.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.conftest import run_cli
-from washexp.compaction import plugin as plugins
+from washexp.compaction.backends.roles import roles_for
 from washexp.compaction.condition import Arm, run_condition
-from washexp.compaction.fixtures import load_task
 from washexp.compaction.frozen import FrozenCache
-from washexp.compaction.roles import roles_for
+from washexp.compaction.inputs.fixtures import load_task
+from washexp.compaction.methods import plugin as plugins
 from washexp.config import ModelConfig
 from washexp.errors import ConfigError
 
@@ -107,7 +107,7 @@ def test_body_over_the_allowance_is_invalid_and_scores_zero(cache):
 
 
 def test_body_not_fewer_tokens_than_full_is_invalid(cache, monkeypatch):
-    from washexp.compaction import budget
+    from washexp.compaction.inputs import budget
 
     monkeypatch.setattr(budget, "ALLOWANCE_MAX", 10**6)
     monkeypatch.setattr(budget, "ALLOWANCE_MIN", 10**6)  # the allowance no longer guards: Full's rule must

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from washexp.compaction.cliff import Grid, mask_keep
-from washexp.compaction.fixtures import load_tasks
+from washexp.compaction.inputs.fixtures import load_tasks
 from washexp.compaction.records.cliff import Crossing, Point, axis_points, crossing
 from washexp.errors import ConfigError
 from washexp.tokens import count
@@ -124,12 +124,12 @@ def test_masking_at_a_budget_keeps_the_latest_outputs_that_fit():
 
 @pytest.mark.slow  # ~0.8 s (the reference roles and two conditions): over the default suite's per-test budget
 def test_the_budget_is_the_summary_allowance_and_the_study_rule_stays_the_default():
-    from washexp.compaction import budget
+    from washexp.compaction.backends.roles import roles_for
     from washexp.compaction.condition import Arm, run_condition
-    from washexp.compaction.context import evidence_tokens
     from washexp.compaction.frozen import FrozenCache
-    from washexp.compaction.method import builtin
-    from washexp.compaction.roles import roles_for
+    from washexp.compaction.inputs import budget
+    from washexp.compaction.inputs.context import evidence_tokens
+    from washexp.compaction.methods.method import builtin
     from washexp.config import ModelConfig
 
     task = load_tasks(ROOT / "fixtures" / "compaction", "payment")[0]

@@ -14,9 +14,9 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import run_cli
 from tests.test_export import export
-from washexp.compaction.context import closed_book_context, full_context
-from washexp.compaction.fixtures import load_tasks
-from washexp.compaction.retention import retained_fields, retention
+from washexp.compaction.inputs.context import closed_book_context, full_context
+from washexp.compaction.inputs.fixtures import load_tasks
+from washexp.compaction.scoring.retention import retained_fields, retention
 
 TASKS = ["backup", "three_files", "payment"]  # payment is primary, the others control; three_files needs no needle
 

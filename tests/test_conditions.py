@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from washexp.compaction import h_native as hermes
-from washexp.compaction.aggregate import arm_metrics
+from washexp.compaction.backends.roles import roles_for
 from washexp.compaction.condition import Arm, outcome, run_condition, task_sizes
-from washexp.compaction.fixtures import load_task
 from washexp.compaction.frozen import FrozenCache
-from washexp.compaction.meter import LOCAL, Count
-from washexp.compaction.roles import roles_for
+from washexp.compaction.inputs.fixtures import load_task
+from washexp.compaction.inputs.meter import LOCAL, Count
+from washexp.compaction.methods import h_native as hermes
+from washexp.compaction.scoring.aggregate import arm_metrics
 from washexp.config import ModelConfig
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compaction"

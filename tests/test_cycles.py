@@ -14,13 +14,13 @@ import pytest
 
 from tests.conftest import ROOT, run_cli
 from washexp.cli import main as washexp
-from washexp.compaction.baselines import baseline, turns
+from washexp.compaction.backends.roles import roles_for
 from washexp.compaction.condition import Arm, run_condition
 from washexp.compaction.cycles import SPLITS, TABLE, _by_tokens, run_cycles, segments
-from washexp.compaction.fixtures import load_tasks
 from washexp.compaction.frozen import FrozenCache
-from washexp.compaction.method import builtin
-from washexp.compaction.roles import roles_for
+from washexp.compaction.inputs.fixtures import load_tasks
+from washexp.compaction.methods.baselines import baseline, turns
+from washexp.compaction.methods.method import builtin
 from washexp.config import ModelConfig
 from washexp.errors import ConfigError
 from washexp.needles import norm
@@ -257,7 +257,7 @@ def _plan(ks: str, split: str = "turns"):
     from tests.test_identity_leaves import _compose
     from washexp.app import JobInfo
     from washexp.compaction.cycles_job import plan_cycles
-    from washexp.sweep import Sweep
+    from washexp.engine.sweep import Sweep
 
     overrides = ["measurement=cycles", "method=S", "compaction.task=[payment]", f"compaction.measurement.k={ks}"]
     cfg = _compose([*overrides, f"compaction.measurement.split={split}"])

@@ -14,8 +14,8 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import run_cli
 from tests.test_decide import brute_p
+from washexp.engine.ledger import decision_lines
 from washexp.export import bootstrap
-from washexp.ledger import decision_lines
 
 TASKS = "task=[backup,refactor,meeting_notes,payment]"  # payment is primary, the rest control
 

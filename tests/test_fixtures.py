@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from washexp.compaction import collect
-from washexp.compaction.fixtures import load_task, load_tasks, structural_cohort
+from washexp.compaction.inputs import collect
+from washexp.compaction.inputs.fixtures import load_task, load_tasks, structural_cohort
 from washexp.errors import FixtureError
 from washexp.needles import contains
 

@@ -13,10 +13,10 @@ import dataclasses
 import pytest
 
 from tests.conftest import ROOT
-from washexp.compaction.fixtures import load_tasks
+from washexp.compaction.backends.reference import reference_backend
+from washexp.compaction.backends.roles import Ranking, ReplyError
 from washexp.compaction.frozen import FrozenCache
-from washexp.compaction.reference import reference_backend
-from washexp.compaction.roles import Ranking, ReplyError
+from washexp.compaction.inputs.fixtures import load_tasks
 from washexp.config import ModelConfig
 
 

@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from washexp.compaction.fixtures import load_task
+from washexp.compaction.inputs.fixtures import load_task
 from washexp.errors import WashexpError
 from washexp.wash.plan import Plan, apply_to_texts
 from washexp.wash.store.feed import load_feed

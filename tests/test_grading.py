@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from washexp.compaction.fixtures import load_task
-from washexp.compaction.grading import grade, parse_facts, strict_equal, unordered_equal
+from washexp.compaction.inputs.fixtures import load_task
+from washexp.compaction.scoring.grading import grade, parse_facts, strict_equal, unordered_equal
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compaction"
 
@@ -104,7 +104,7 @@ def test_unordered_lists_of_objects_match_whatever_their_key_order():
 def test_an_extra_key_in_a_nested_object_is_a_miss():
     """Mutant killed (issue 36): grading that compared only the expected keys of a nested object
     would pass an answer carrying a key the task never stated."""
-    from washexp.compaction.grading import strict_equal, unordered_equal
+    from washexp.compaction.scoring.grading import strict_equal, unordered_equal
 
     expected = {"owner": {"name": "ana", "team": "ops"}}
     assert strict_equal(expected, {"owner": {"name": "ana", "team": "ops"}})

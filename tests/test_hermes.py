@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from washexp.compaction.checkpoint import ProvenanceError, word_limit
-from washexp.compaction.h_native import (
+from washexp.compaction.backends.reference import reference_writer
+from washexp.compaction.methods.checkpoint import ProvenanceError, word_limit
+from washexp.compaction.methods.h_native import (
     CONTENT_HEAD,
     CONTENT_TAIL,
     INPUT_MAX,
@@ -26,8 +27,7 @@ from washexp.compaction.h_native import (
     validate_provenance,
     with_summary_prefix,
 )
-from washexp.compaction.redact import redact
-from washexp.compaction.reference import reference_writer
+from washexp.compaction.methods.redact import redact
 from washexp.tokens import count
 
 FOCUS = "Investigate the original payment retry incident."

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from washexp.compaction import h_hermes as hermes_real
-from washexp.compaction import h_native as hermes
-from washexp.compaction.checkpoint import word_limit
-from washexp.compaction.context import to_wire
-from washexp.compaction.fixtures import load_task
+from washexp.compaction.inputs.context import to_wire
+from washexp.compaction.inputs.fixtures import load_task
+from washexp.compaction.methods import h_hermes as hermes_real
+from washexp.compaction.methods import h_native as hermes
+from washexp.compaction.methods.checkpoint import word_limit
 
 pytestmark = pytest.mark.skipif(hermes_real.version() is None, reason="hermes-agent is not installed")
 

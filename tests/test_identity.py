@@ -77,7 +77,7 @@ def test_a_note_in_a_record_builder_reuses_every_run_and_a_changed_rule_reuses_n
 
 def test_the_code_digest_holds_the_rules_and_no_record_builder():
     modules = code_modules(CODE)
-    assert {"washexp.compaction.budget", "washexp.compaction.grading", "washexp.tokens"} <= set(modules)
+    assert {"washexp.compaction.inputs.budget", "washexp.compaction.scoring.grading", "washexp.tokens"} <= set(modules)
     assert not [m for m in modules if ".record" in m or m.endswith((".cli", ".compare", ".study"))]
 
 

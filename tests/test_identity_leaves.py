@@ -14,12 +14,12 @@ from omegaconf import OmegaConf
 
 import washexp.wash.measure.study as wash_study
 from tests.conftest import ROOT
-from washexp import family
 from washexp.app import JobInfo
 from washexp.compaction.cycles_job import plan_cycles
 from washexp.compaction.study import plan_arm
 from washexp.config import BY_CONTENT, WHERE_USED, leaves, not_identity, override_excludes, register
-from washexp.sweep import Sweep
+from washexp.engine import family
+from washexp.engine.sweep import Sweep
 
 OTHER = {
     # a string or null leaf's other valid value (a number is moved by one, a bool flipped)

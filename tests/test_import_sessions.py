@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from washexp.cli import main
-from washexp.compaction.fixtures import load_tasks
+from washexp.compaction.inputs.fixtures import load_tasks
 from washexp.needles import contains
 from washexp.sessions.planting import KINDS, plant
 

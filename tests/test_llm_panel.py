@@ -23,9 +23,9 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import ROOT, run_cli, scripted_model, without_calls
 from tests.openai_server import H_BODY, Script, serve
-from washexp.compaction.context import follow_up
-from washexp.compaction.h_native import PROTOCOL
-from washexp.compaction.meter import ENDPOINT
+from washexp.compaction.inputs.context import follow_up
+from washexp.compaction.inputs.meter import ENDPOINT
+from washexp.compaction.methods.h_native import PROTOCOL
 
 SECRET = "sk-test-SECRET-0123456789abcdef"
 TASKS = ("backup", "payment", "refactor")
@@ -176,7 +176,7 @@ def script_requests(local: str) -> list[dict]:
 
 def test_follow_up_and_expected_never_reach_s_jev_h(panel):
     root, *_ = panel
-    from washexp.compaction.fixtures import load_tasks
+    from washexp.compaction.inputs.fixtures import load_tasks
 
     tasks = load_tasks(Path(__file__).resolve().parent.parent / "fixtures" / "compaction", list(TASKS))
     records = [json.loads(p.read_text()) for p in (root / "recordings").rglob("*.json")]

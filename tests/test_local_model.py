@@ -376,11 +376,11 @@ def test_the_reader_answers_a_full_context_in_the_asked_shape(request, tmp_path)
     gets fields right; the served file's own template counts its prompt as the server did (H's
     "fewer than Full" check for model=local counts this way)."""
     gate(request)
-    from washexp.compaction.context import full_context
-    from washexp.compaction.fixtures import load_tasks
-    from washexp.compaction.grading import grade
-    from washexp.compaction.meter import GGUF, gguf_meter
-    from washexp.compaction.roles import ReadJob, roles_for
+    from washexp.compaction.backends.roles import ReadJob, roles_for
+    from washexp.compaction.inputs.context import full_context
+    from washexp.compaction.inputs.fixtures import load_tasks
+    from washexp.compaction.inputs.meter import GGUF, gguf_meter
+    from washexp.compaction.scoring.grading import grade
     from washexp.config import EndpointConfig, LocalModelConfig
     from washexp.models.llama_server import port_free
 
@@ -409,8 +409,8 @@ def test_the_ranker_asks_for_its_shape_and_the_real_model_scores_every_unit(requ
     shape and the count, so the reply is one score per unit and reads as a ranking. Sampled at
     temperature 0 here, so the test sees one deterministic reply."""
     gate(request)
-    from washexp.compaction.fixtures import load_tasks
-    from washexp.compaction.roles import RankJob, roles_for
+    from washexp.compaction.backends.roles import RankJob, roles_for
+    from washexp.compaction.inputs.fixtures import load_tasks
     from washexp.config import EndpointConfig, LocalModelConfig
 
     (task,) = load_tasks(ROOT / "fixtures" / "compaction", ["backup"])

@@ -22,7 +22,7 @@ from mlflow.tracking import MlflowClient
 from tests.conftest import copy_record, scripted_sweep
 from tests.openai_server import Script, serve
 from tests.test_export import export
-from washexp.compaction.loss import LEDGER_TABLE, Cell
+from washexp.compaction.scoring.loss import LEDGER_TABLE, Cell
 from washexp.hashing import sha256_bytes
 from washexp.tracking.reader import load_table
 from washexp.verify import main as verify
@@ -109,8 +109,8 @@ def test_the_ledger_crosses_kept_with_answered_and_a_missing_context_drops_every
     generation with no context (its answer slots all dropped and missed)."""
     from types import SimpleNamespace
 
-    from washexp.compaction.grading import AnswerGrade
-    from washexp.compaction.loss import Cells, count, ledger
+    from washexp.compaction.scoring.grading import AnswerGrade
+    from washexp.compaction.scoring.loss import Cells, count, ledger
 
     where = {"task": "t", "method": "S", "topn": 1}
     gens = [

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.openai_server import Script, serve
-from washexp.compaction.openai_roles import parse_scores
+from washexp.compaction.backends.openai_roles import parse_scores
 from washexp.errors import ModelError
 from washexp.models.base import ChatRequest, ChatResponse, safe_url
 from washexp.models.openai_client import OpenAIModel, api_key

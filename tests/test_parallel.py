@@ -138,7 +138,7 @@ def test_a_workers_flush_returns_once_its_runs_are_stored(tmp_path):
     1 sweep in 6 lost a run's traces). ``Sweep.flush`` waits for the tracker's queued writes."""
     import threading
 
-    from washexp.sweep import Sweep
+    from washexp.engine.sweep import Sweep
     from washexp.tracking.writer import MlflowTracker
 
     tracker = MlflowTracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "compaction", tmp_path / "mlruns", tmp_path)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from washexp.app import expand_ranges
-from washexp.compaction.grading import strict_equal, unordered_equal
+from washexp.compaction.scoring.grading import strict_equal, unordered_equal
 from washexp.errors import WashexpError
 from washexp.needles import contains, norm
 from washexp.wash.coalwash.score import needles_present

@@ -19,9 +19,15 @@ from mlflow.tracking import MlflowClient
 from tests.conftest import SCRIPTED_ENV, run_cli, scripted_sweep
 from tests.openai_server import Script, serve
 from tests.test_export import export
-from washexp.compaction.answer_format import ANY_VALUE, facts_schema, ranking_format, response_format, scores_schema
-from washexp.compaction.fixtures import load_tasks
-from washexp.compaction.grading import grade
+from washexp.compaction.backends.answer_format import (
+    ANY_VALUE,
+    facts_schema,
+    ranking_format,
+    response_format,
+    scores_schema,
+)
+from washexp.compaction.inputs.fixtures import load_tasks
+from washexp.compaction.scoring.grading import grade
 
 TASKS = ("backup", "payment")
 

@@ -1,6 +1,6 @@
 """Each rule declared once (issue 51, item 2): the methods, the measurements and the plug-in loader.
 
-The method table (``compaction/methods.py``) is what ``conf/method/`` offers and the order a record
+The method table (``compaction/methods/table.py``) is what ``conf/method/`` offers and the order a record
 lists arms in; the measurement registry (``washexp/measurements/``) is what ``conf/measurement/``
 offers, with each measurement's runner, ranges, headline and record part; entry points are read in
 one module (``washexp/plugins.py``). The worked example of ``docs/guide/plugins.md`` (a measurement
@@ -19,7 +19,7 @@ import yaml
 from tests.conftest import run_cli
 from washexp import measurements, plugins
 from washexp.compaction.condition import Arm
-from washexp.compaction.methods import BY_NAME, METHODS, NAMES, method_for
+from washexp.compaction.methods.table import BY_NAME, METHODS, NAMES, method_for
 from washexp.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

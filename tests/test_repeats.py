@@ -20,15 +20,15 @@ from tests.conftest import ROOT, scripted_sweep
 from tests.openai_server import Script, serve
 from tests.test_export import export
 from washexp.app import JobInfo, expand_short_keys
-from washexp.compaction.aggregate import arm_metrics
-from washexp.compaction.answers import repeat_metrics
+from washexp.compaction.scoring.aggregate import arm_metrics
+from washexp.compaction.scoring.answers import repeat_metrics
 from washexp.compaction.study import plan_arm
 from washexp.config import register
+from washexp.engine.sweep import Sweep
 from washexp.errors import ConfigError
 from washexp.hashing import canonical_hash
 from washexp.models.base import ChatRequest
 from washexp.models.recorder import request_key
-from washexp.sweep import Sweep
 
 SERVED = ["model=openai", "model.name=q", "endpoint.base_url=http://127.0.0.1:9/v1"]
 PINNED = {
@@ -196,6 +196,6 @@ def test_spread_between_repeats_by_hand():
 
 
 def _expected(task_id: str) -> dict:
-    from washexp.compaction.fixtures import load_tasks
+    from washexp.compaction.inputs.fixtures import load_tasks
 
     return next(t for t in load_tasks(ROOT / "fixtures" / "compaction") if t.id == task_id).expected

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from washexp.compaction import budget
-from washexp.compaction.aggregate import cohort_means, mean, task_score
-from washexp.compaction.jev import rank, top_n
+from washexp.compaction.inputs import budget
+from washexp.compaction.methods.jev import rank, top_n
+from washexp.compaction.scoring.aggregate import cohort_means, mean, task_score
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ from mlflow.tracking import MlflowClient
 
 from tests.conftest import new_store_copy, run_cli, scripted_model
 from tests.openai_server import Script, serve
-from washexp.runner import Result, Schedule, Work, run_group, start_group
-from washexp.sweep import raise_if_stopped, sigterm_as_exit, watch_stops
+from washexp.engine.runner import Result, Schedule, Work, run_group, start_group
+from washexp.engine.sweep import raise_if_stopped, sigterm_as_exit, watch_stops
 from washexp.tracking import open_tracker
 
 WAIT = 20  # seconds a blocked child waits at most: a failing test ends, it never hangs

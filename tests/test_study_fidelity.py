@@ -15,15 +15,16 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.openai_server import Script, serve
-from washexp.compaction import h_hermes, qwen_chat
+from washexp.compaction.backends import qwen_chat
+from washexp.compaction.backends.openai_roles import parse_scores
+from washexp.compaction.backends.roles import roles_for
 from washexp.compaction.condition import Arm, run_condition
-from washexp.compaction.context import full_context
-from washexp.compaction.fixtures import load_task
 from washexp.compaction.frozen import FrozenCache, h_impl_for, h_label
-from washexp.compaction.grading import grade
-from washexp.compaction.meter import ENDPOINT, LOCAL, EndpointMeter
-from washexp.compaction.openai_roles import parse_scores
-from washexp.compaction.roles import roles_for
+from washexp.compaction.inputs.context import full_context
+from washexp.compaction.inputs.fixtures import load_task
+from washexp.compaction.inputs.meter import ENDPOINT, LOCAL, EndpointMeter
+from washexp.compaction.methods import h_hermes
+from washexp.compaction.scoring.grading import grade
 from washexp.config import EndpointConfig, MethodConfig, ModelConfig
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "compaction"

@@ -137,7 +137,7 @@ def test_a_sweep_shipped_outside_a_hydra_run_keeps_its_outbox_in_the_temp_dir(tm
     import pickle
     import tempfile
 
-    from washexp.sweep import Sweep
+    from washexp.engine.sweep import Sweep
 
     sweep = Sweep(tmp_path)
     try:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from washexp.cli import main
-from washexp.compaction.context import full_context
-from washexp.compaction.fixtures import load_tasks
-from washexp.compaction.retention import retained_fields
+from washexp.compaction.inputs.context import full_context
+from washexp.compaction.inputs.fixtures import load_tasks
+from washexp.compaction.scoring.retention import retained_fields
 from washexp.needles import norm
 from washexp.tasks import manifest
 from washexp.tasks.facts import KINDS, Fact, plan

@@ -141,7 +141,7 @@ def test_help_is_washexps_own(store):
 
 
 def test_a_password_in_a_store_uri_is_never_printed():
-    from washexp.ledger import shown
+    from washexp.engine.ledger import shown
 
     assert shown("postgresql+psycopg://user:s3cret@db:5432/mlflow") == "postgresql+psycopg://user:***@db:5432/mlflow"
     assert shown("sqlite:////tmp/x/mlflow.db") == "sqlite:////tmp/x/mlflow.db"

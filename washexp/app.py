@@ -12,7 +12,7 @@
 Each Hydra job is one arm (or measurement) of one benchmark; the family's job function does the
 rest. A compaction job returns once its arm's last conditions have started (the next job starts
 beside them: ``runner.Schedule``); what is still running when Hydra is done is drained here, its
-failures counted as the jobs' own. A :class:`~washexp.sweep.Sweep` lives as long as the command:
+failures counted as the jobs' own. A :class:`~washexp.engine.sweep.Sweep` lives as long as the command:
 what jobs share (roles, frozen summaries, the endpoint's fate, errors) is kept on it, not in
 module globals; under a parallel launcher each worker process has its own, and reports back to
 this one.
@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from washexp.config import SHORT_KEYS, SHORT_PREFIXES, Config, register
+from washexp.engine.ledger import closing_lines
+from washexp.engine.sweep import Sweep, raise_if_stopped, sigint_as_interrupt, sigterm_as_exit, watch_stops
 from washexp.errors import USAGE, ConfigError, ModelError, WashexpError, exit_code, fail, first_line
 from washexp.inputs import check_config_tree
-from washexp.ledger import closing_lines
 from washexp.masking import declare, guarded_streams
 from washexp.models.cost import new_command
 from washexp.registry import close_names, did_you_mean
-from washexp.sweep import Sweep, raise_if_stopped, sigint_as_interrupt, sigterm_as_exit, watch_stops
 
 HELP_FLAGS = {"--help", "-h"}
 _RANGE = re.compile(r"^([\w.]+)=(-?\d+)\.\.(-?\d+)$")

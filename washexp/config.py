@@ -407,11 +407,11 @@ def identify(cfg: Config, family: dict[str, Any], code: str, model: dict[str, An
 
 def register() -> None:
     """The schema, and one ``method`` option per installed ``washexp.methods`` entry point that
-    is not one of washexp's own (:data:`washexp.compaction.methods.NAMES`): ``method=<name>`` then
+    is not one of washexp's own (:data:`washexp.compaction.methods.table.NAMES`): ``method=<name>`` then
     selects it like S or H, sweeps included (``method=S,H,<name>``); the same for ``washer`` and
     ``washexp.washers``. Only metadata is read (:func:`washexp.plugins.installed`): no plugin is
     imported here."""
-    from washexp.compaction.methods import NAMES
+    from washexp.compaction.methods.table import NAMES
 
     store = ConfigStore.instance()
     store.store(name="washexp_schema", node=Config)

@@ -16,7 +16,7 @@ from datetime import datetime
 
 import pandas as pd
 
-from washexp.ledger import plural
+from washexp.engine.ledger import plural
 from washexp.tracking.kinds import KIND_TAG, TOP_KINDS, Kind
 from washexp.tracking.runs import LINK_TAG, PARENT_TAG
 

@@ -34,8 +34,8 @@ def package_source() -> dict[str, str]:
 NOT_RESULTS = (
     "washexp.models",
     "washexp.tracking",
-    "washexp.runner",
-    "washexp.sweep",
+    "washexp.engine.runner",
+    "washexp.engine.sweep",
     "washexp.provenance",
     "washexp.config",
     "washexp.errors",

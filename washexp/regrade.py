@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from washexp.compaction.answers import GRADES, grade_rows
-from washexp.compaction.fixtures import Task, load_task
-from washexp.compaction.grading import grade
+from washexp.compaction.inputs.fixtures import Task, load_task
+from washexp.compaction.scoring.answers import GRADES, grade_rows
+from washexp.compaction.scoring.grading import grade
 from washexp.errors import FixtureError, WashexpError
 from washexp.tracking import bundle, reader
 

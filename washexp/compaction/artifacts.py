@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from washexp.compaction.fixtures import Task
-from washexp.compaction.jev import rank, top_n
+from washexp.compaction.inputs.fixtures import Task
+from washexp.compaction.methods.jev import rank, top_n
 
 
 def to_json(obj: Any) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from washexp.compaction.roles import Roles
+from washexp.compaction.backends.roles import Roles
 from washexp.models.recorder import Recorder
 from washexp.tracking.traces import ModelCall, calls_from
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from washexp.compaction.fixtures import Task
+from washexp.compaction.inputs.fixtures import Task
 from washexp.errors import ConfigError
 from washexp.tasks.generate import LIMITS, Params, generate
 from washexp.tokens import count

@@ -16,17 +16,17 @@ from collections.abc import Hashable
 from dataclasses import replace
 from pathlib import Path
 
-from washexp import family
-from washexp.compaction.baselines import baseline
 from washexp.compaction.calls import recorder_of, recording_keys
 from washexp.compaction.cliff import METHODS, Grid, generate_sets, mask_keep
 from washexp.compaction.condition import Arm, run_condition
-from washexp.compaction.fixtures import Task
-from washexp.compaction.method import builtin
+from washexp.compaction.inputs.fixtures import Task
+from washexp.compaction.methods.baselines import baseline
+from washexp.compaction.methods.method import builtin
 from washexp.compaction.study import CODE, CODE_DATA, ArmPlan, plan_arm
+from washexp.engine import family
+from washexp.engine.runner import Result, Work
 from washexp.errors import ConfigError, ModelError
 from washexp.provenance import code_digest
-from washexp.runner import Result, Work
 from washexp.tracking.kinds import KIND_TAG, CliffCell, CliffRun, Kind
 
 KIND = Kind.CLIFF.value

@@ -5,7 +5,7 @@ metrics, artifacts and tables (a :class:`ConditionResult`). A context uses only 
 Full nothing but the reader, Top 0 no ranking. A context is *invalid* when a checked method (H,
 a plugin) breaks a validity rule, *failed* when a part it uses failed (a role's unusable reply, a
 plugin's crash); both score 0 and stay in. What the method is comes from the method
-(:mod:`washexp.compaction.method`), never from its name.
+(:mod:`washexp.compaction.methods.method`), never from its name.
 """
 
 from __future__ import annotations
@@ -13,17 +13,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from washexp.compaction import budget, loss
-from washexp.compaction.answers import grade_answers
 from washexp.compaction.artifacts import frozen_artifacts, to_json
-from washexp.compaction.baselines import Baseline, kind_of
-from washexp.compaction.context import evidence_tokens, full_context, fused_context, protected_tokens
-from washexp.compaction.fixtures import Task
 from washexp.compaction.frozen import FrozenCache
 from washexp.compaction.generation import Generation, Outcome, condition_metrics, generation
-from washexp.compaction.jev import top_n
-from washexp.compaction.method import Method, builtin
-from washexp.compaction.methods import BY_NAME, rank
+from washexp.compaction.inputs import budget
+from washexp.compaction.inputs.context import evidence_tokens, full_context, fused_context, protected_tokens
+from washexp.compaction.inputs.fixtures import Task
+from washexp.compaction.methods.baselines import Baseline, kind_of
+from washexp.compaction.methods.jev import top_n
+from washexp.compaction.methods.method import Method, builtin
+from washexp.compaction.methods.table import BY_NAME, rank
+from washexp.compaction.scoring import loss
+from washexp.compaction.scoring.answers import grade_answers
 from washexp.tasks.planted import TABLE as PLANTED
 from washexp.tasks.planted import places
 from washexp.tokens import count
@@ -49,7 +50,7 @@ class Arm:
 
     @property
     def order(self) -> tuple[int, str, int]:
-        """The methods' order (:data:`washexp.compaction.methods.METHODS`: Full, the closed book,
+        """The methods' order (:data:`washexp.compaction.methods.table.METHODS`: Full, the closed book,
         S top0..N, H top0..N, the baselines), then plugins by name, each top0..N."""
         kind = kind_of(self.method)  # a baseline's name carries its parameters: ``mask M=10``
         named = self.method if kind != self.method or kind not in BY_NAME else ""
@@ -156,7 +157,7 @@ class ConditionResult:
     tables: dict[str, list[dict]]
     """``retention.json`` (one row per generation and field, always), ``grades.json`` (one
     row per answer and field, when a reader exists) and ``fact_ledger.json`` (the kept x answered
-    cell of each fact, :mod:`washexp.compaction.loss`), logged as MLflow tables."""
+    cell of each fact, :mod:`washexp.compaction.scoring.loss`), logged as MLflow tables."""
 
 
 def run_condition(

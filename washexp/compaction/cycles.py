@@ -27,13 +27,13 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from washexp.compaction.baselines import Baseline, turns
 from washexp.compaction.condition import Arm, outcome, task_sizes
-from washexp.compaction.context import Context, full_context
-from washexp.compaction.fixtures import Task, Unit
 from washexp.compaction.frozen import FrozenCache
-from washexp.compaction.method import Method
-from washexp.compaction.retention import retained_fields
+from washexp.compaction.inputs.context import Context, full_context
+from washexp.compaction.inputs.fixtures import Task, Unit
+from washexp.compaction.methods.baselines import Baseline, turns
+from washexp.compaction.methods.method import Method
+from washexp.compaction.scoring.retention import retained_fields
 from washexp.errors import ConfigError
 from washexp.hashing import canonical_hash
 from washexp.tokens import count_chat

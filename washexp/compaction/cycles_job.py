@@ -14,16 +14,16 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from washexp import family
 from washexp.compaction.artifacts import to_json
-from washexp.compaction.baselines import turns
 from washexp.compaction.calls import condition_calls, recorder_of
 from washexp.compaction.cycles import TABLE, check, condition_result, run_cycles
-from washexp.compaction.fixtures import Task
+from washexp.compaction.inputs.fixtures import Task
+from washexp.compaction.methods.baselines import turns
 from washexp.compaction.study import CODE, CODE_DATA, ArmPlan, plan_arm
+from washexp.engine import family
+from washexp.engine.runner import Result, Work
 from washexp.errors import ConfigError, ModelError
 from washexp.provenance import code_digest
-from washexp.runner import Result, Work
 from washexp.tracking.kinds import CyclesCell, CyclesRun
 
 CYCLES_CODE = (*CODE, "washexp.compaction.cycles")

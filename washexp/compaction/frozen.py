@@ -3,7 +3,7 @@
 Each is produced once per task and generation and kept for the sweep, so it is byte-identical
 across every N (an LLM backend's recorder freezes it across processes as well). Each is made
 independently of the others: a reply a role cannot use (a
-:class:`~washexp.compaction.roles.ReplyError`, raised only where a reply is read, e.g. a malformed
+:class:`~washexp.compaction.backends.roles.ReplyError`, raised only where a reply is read, e.g. a malformed
 ranking) is kept as that part's failure, and only the contexts of that generation that use the
 part fail (Full uses none of them, Top 0 no ranking). An unreachable model (``ModelError``) is
 not a reply: it propagates and stops the run; so does any other exception (a bug in washexp fails
@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from washexp.compaction import h_hermes, h_native
-from washexp.compaction.checkpoint import Checkpoint
-from washexp.compaction.context import to_wire
-from washexp.compaction.fixtures import Task
-from washexp.compaction.reference import bm25_scores
-from washexp.compaction.roles import Ranking, RankJob, ReplyError, Roles, SummaryJob
+from washexp.compaction.backends.reference import bm25_scores
+from washexp.compaction.backends.roles import Ranking, RankJob, ReplyError, Roles, SummaryJob
+from washexp.compaction.inputs.context import to_wire
+from washexp.compaction.inputs.fixtures import Task
+from washexp.compaction.methods import h_hermes, h_native
+from washexp.compaction.methods.checkpoint import Checkpoint
 from washexp.errors import ConfigError
 
 H_IMPLS = ("native", "hermes")

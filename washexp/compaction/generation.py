@@ -7,12 +7,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from washexp.compaction.aggregate import mean
-from washexp.compaction.context import Context
-from washexp.compaction.fixtures import Task
-from washexp.compaction.meter import ENDPOINT, GGUF, LOCAL
-from washexp.compaction.retention import retained_fields, retention
-from washexp.compaction.roles import ReadJob, Roles
+from washexp.compaction.backends.roles import ReadJob, Roles
+from washexp.compaction.inputs.context import Context
+from washexp.compaction.inputs.fixtures import Task
+from washexp.compaction.inputs.meter import ENDPOINT, GGUF, LOCAL
+from washexp.compaction.scoring.aggregate import mean
+from washexp.compaction.scoring.retention import retained_fields, retention
 from washexp.tokens import count
 
 

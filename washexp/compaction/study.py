@@ -9,7 +9,8 @@ a record builder or a note), and per condition the task id and its fixture diges
 how a number is made is a new condition; a served model's rerun then replays its recorded calls
 and costs no model time.
 Full ignores top-N: ``method=full`` under a top-N sweep is one arm, not six. Which method an arm
-runs is decided once (:func:`washexp.compaction.methods.method_for`); the pipeline then asks the method what it is.
+runs is decided once (:func:`washexp.compaction.methods.table.method_for`); the pipeline then
+asks the method what it is.
 """
 
 from __future__ import annotations
@@ -19,27 +20,27 @@ from collections.abc import Hashable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from washexp import family
-from washexp.compaction.aggregate import arm_metrics
-from washexp.compaction.answer_format import FORMATS
 from washexp.compaction.artifacts import to_json
-from washexp.compaction.baselines import Baseline
+from washexp.compaction.backends.answer_format import FORMATS
+from washexp.compaction.backends.roles import Roles, roles_for
 from washexp.compaction.calls import condition_calls, link_grades, recorder_of, recording_keys
 from washexp.compaction.condition import Arm, run_condition
-from washexp.compaction.fixtures import Task, load_tasks
 from washexp.compaction.frozen import RANKERS, FrozenCache, h_label
-from washexp.compaction.method import Checkpointed, Method
-from washexp.compaction.methods import method_for
-from washexp.compaction.plugin import Plugin
-from washexp.compaction.roles import Roles, roles_for
+from washexp.compaction.inputs.fixtures import Task, load_tasks
+from washexp.compaction.methods.baselines import Baseline
+from washexp.compaction.methods.method import Checkpointed, Method
+from washexp.compaction.methods.plugin import Plugin
+from washexp.compaction.methods.table import method_for
+from washexp.compaction.scoring.aggregate import arm_metrics
 from washexp.config import identify
+from washexp.engine import family
+from washexp.engine.runner import Result, Work
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_json
 from washexp.models.cost import sum_metrics, usd
 from washexp.models.llama_server import prompt_tokens_evaluated
 from washexp.models.local import flat_params
 from washexp.provenance import code_digest, package_source, public_config
-from washexp.runner import Result, Work
 from washexp.tasks import manifest
 from washexp.tasks.planted import places
 from washexp.tracking.kinds import ArmRun, ConditionRun
@@ -51,11 +52,11 @@ PHASES = ("final", "preflight")
 """``preflight``: a format preflight, kept as runs of its own and never counted in final metrics."""
 CODE = (
     "washexp.compaction.condition",
-    "washexp.compaction.aggregate",
-    "washexp.compaction.plugin",
-    "washexp.compaction.reference",
-    "washexp.compaction.openai_roles",
-    "washexp.compaction.local_roles",
+    "washexp.compaction.scoring.aggregate",
+    "washexp.compaction.methods.plugin",
+    "washexp.compaction.backends.reference",
+    "washexp.compaction.backends.openai_roles",
+    "washexp.compaction.backends.local_roles",
 )
 """What computes a compaction result: a condition, an arm's aggregate, a plugin method, and the
 backends (a registry names them lazily, so they are listed); what they import is found from their

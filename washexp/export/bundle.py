@@ -19,7 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from washexp.compaction.answers import GRADES
+from washexp.compaction.scoring.answers import GRADES
 from washexp.errors import ConfigError
 from washexp.export.records import Record
 from washexp.tracking import bundle, reader

@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
 from matplotlib.ticker import MaxNLocator, ScalarFormatter  # noqa: E402
 
-from washexp.ledger import plural  # noqa: E402
+from washexp.engine.ledger import plural  # noqa: E402
 
 COLORS = {"S": "tab:blue", "H": "tab:orange", "mask": "tab:green", "Full": "black"}
 FULL = "Full (the whole trajectory)"

@@ -3,7 +3,7 @@
 :func:`serve` checks the config, starts the server (``washexp.models.llama_server``) and returns
 what a family needs to talk to it through its usual openai path: the model node renamed to the
 served alias, the endpoint node pointed at the server, the server itself (its owner stops it) and
-the spec that says what the model is. The compaction roles (``compaction/local_roles.py``) and
+the spec that says what the model is. The compaction roles (``compaction/backends/local_roles.py``) and
 the model washers (``wash/washers/model.py``) both build on it.
 
 What the model is enters the spec, and so every condition's identity, its params and the

@@ -20,9 +20,9 @@ from typing import Any
 import yaml
 
 from washexp import __version__
-from washexp.compaction.fixtures import Unit, load_tasks, structural_cohort
-from washexp.compaction.redact import MARK as REDACTED
-from washexp.compaction.redact import redact
+from washexp.compaction.inputs.fixtures import Unit, load_tasks, structural_cohort
+from washexp.compaction.methods.redact import MARK as REDACTED
+from washexp.compaction.methods.redact import redact
 from washexp.errors import ConfigError, FixtureError
 from washexp.masking import MASK, mask, secret_values
 from washexp.sessions import named, planting

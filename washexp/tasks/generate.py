@@ -2,7 +2,7 @@
 
 Each task is a folder: ``source/`` (the files the agent read), ``collection.yaml`` (one
 ``read_file`` step per file), ``trajectory.json`` (built from them by the shared builder's
-``read_file``, so ``python -m washexp.compaction.collect --check`` reproduces it), ``task.yaml``
+``read_file``, so ``python -m washexp.compaction.inputs.collect --check`` reproduces it), ``task.yaml``
 (query, fields, expected, needles, the cohort the study's structural rule gives) and
 ``generated.json``: how it was made (generator version, the set's parameters, the task's own
 target length and units) and, per fact, its kind, whether it supersedes an earlier value or has a
@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from washexp.compaction.collect import build, dumps, read_file
-from washexp.compaction.fixtures import Unit, load_task, structural_cohort
+from washexp.compaction.inputs.collect import build, dumps, read_file
+from washexp.compaction.inputs.fixtures import Unit, load_task, structural_cohort
 from washexp.errors import ConfigError
 from washexp.tasks import filler, manifest
 from washexp.tasks.facts import KINDS, Fact, plan

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from washexp.compaction.fixtures import load_task
+from washexp.compaction.inputs.fixtures import load_task
 from washexp.errors import FixtureError
 from washexp.hashing import canonical_hash, sha256_bytes
 from washexp.inputs import load_json

@@ -1,6 +1,6 @@
 """The compaction record's loss cells: where each fact was lost, per arm and cohort.
 
-Read from each finished condition's own ``fact_ledger.json`` (:mod:`washexp.compaction.loss`).
+Read from each finished condition's own ``fact_ledger.json`` (:mod:`washexp.compaction.scoring.loss`).
 An arm's cell fraction is the mean over its tasks of each condition's fraction (tasks weigh
 equally, as in every other score); its count sums the ledger rows. A failed condition has no
 ledger: it is counted apart, never as cells. Each condition's cells must agree with what its run
@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from washexp.compaction.loss import CELL_NAMES, LEDGER_TABLE, Cell, Cells
 from washexp.compaction.records.runs import score
+from washexp.compaction.scoring.loss import CELL_NAMES, LEDGER_TABLE, Cell, Cells
 from washexp.errors import WashexpError
 from washexp.export.records import Column, Table, show
 from washexp.tracking.reader import load_table

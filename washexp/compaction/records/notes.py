@@ -7,8 +7,8 @@ import json
 
 import pandas as pd
 
-from washexp.compaction.baselines import kind_of
-from washexp.compaction.methods import BASELINES
+from washexp.compaction.methods.baselines import kind_of
+from washexp.compaction.methods.table import BASELINES
 from washexp.compaction.records.runs import value
 
 METHOD = (

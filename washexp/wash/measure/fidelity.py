@@ -19,8 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from washexp.engine.runner import Result
 from washexp.errors import ConfigError
-from washexp.runner import Result
 from washexp.wash.coalwash import caliper
 from washexp.wash.measure import chain, controlled, cutters
 from washexp.wash.store.scratch import scratch_dir

@@ -24,15 +24,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from washexp import family, measurements
+from washexp import measurements
 from washexp.config import identify
+from washexp.engine import family
+from washexp.engine.runner import Result, Work
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import tree_digest
 from washexp.models.cost import sum_metrics
 from washexp.models.llama_server import prompt_tokens_evaluated
 from washexp.models.local import flat_params
 from washexp.provenance import code_digest, files_digest, package_source, public_config
-from washexp.runner import Result, Work
 from washexp.tracking.kinds import MeasurementRun, WashArmRun, WashFidelityRun, WashStoreRun
 from washexp.tracking.traces import calls_from
 from washexp.wash import pipeline

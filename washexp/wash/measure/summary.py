@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from washexp.runner import Result
+from washexp.engine.runner import Result
 from washexp.wash.measure.rounds import Round, artifacts
 from washexp.wash.measure.sawtooth import Arm, arm_artifacts
 from washexp.wash.pipeline import LEAN_STOP

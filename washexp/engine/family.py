@@ -5,7 +5,7 @@ the parent run (an arm, a measurement) and its children (conditions, stores, saw
 their identities, and says how to compute one child, summarise the parent and headline the
 result. Everything around that is the same for every family and lives here: the tags every run
 carries (:func:`common_tags`), the sweep's tracker, the progress bar and log line per computed
-run, the ledger entry and the result line; :mod:`washexp.runner` owns the runs' lifecycle
+run, the ledger entry and the result line; :mod:`washexp.engine.runner` owns the runs' lifecycle
 (identity, reuse, kill recovery, resume). A new benchmark is a new family and a line in
 :mod:`washexp.benchmarks`.
 """
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from washexp import console, machine
+from washexp.engine.ledger import Entry, plural
+from washexp.engine.runner import GroupOutcome, Result, Work, run_group, start_group
 from washexp.hashing import tree_digest
-from washexp.ledger import Entry, plural
 from washexp.provenance import git_commit, package_source
-from washexp.runner import GroupOutcome, Result, Work, run_group, start_group
 from washexp.tracking.runs import SWEEP_TAG
 
 log = logging.getLogger("washexp")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from washexp.compaction.aggregate import mean, task_score
 from washexp.compaction.artifacts import to_json
-from washexp.compaction.fixtures import Task
-from washexp.compaction.grading import AnswerGrade, grade
+from washexp.compaction.inputs.fixtures import Task
+from washexp.compaction.scoring.aggregate import mean, task_score
+from washexp.compaction.scoring.grading import AnswerGrade, grade
 
 GRADES = "grades.json"
 """The table of every graded answer, field by field (:func:`grade_rows`)."""

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
 
-from washexp.compaction.fixtures import Task
+from washexp.compaction.inputs.fixtures import Task
 from washexp.hashing import sha256_bytes
 from washexp.tokens import count, count_chat
 
-PROMPTS = Path(__file__).resolve().parent / "prompts"
+PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 """The family's prompt files: their sha256 is part of every condition's identity."""
 
 

@@ -29,11 +29,11 @@ class Entry:
     keys: tuple[str, ...] = ()
     """The ``method.<key>`` settings it reads, as its config file sets them."""
     baseline: bool = False
-    """A simple baseline beside S and H (``compaction/baselines.py``), noted so in a record."""
+    """A simple baseline beside S and H (``compaction/methods/baselines.py``), noted so in a record."""
 
 
-_OWN = "washexp.compaction.method:from_config"
-_BASELINE = "washexp.compaction.baselines:from_config"
+_OWN = "washexp.compaction.methods.method:from_config"
+_BASELINE = "washexp.compaction.methods.baselines:from_config"
 
 METHODS = (
     Entry("full", _OWN),
@@ -64,7 +64,7 @@ def method_for(config: Any, roles: Any) -> Any:
         return load(own.build)(config, roles)
     if own is not None:
         raise ConfigError(f"method.name={config.name!r} is the study's own; a plugin needs another name")
-    from washexp.compaction.plugin import build
+    from washexp.compaction.methods.plugin import build
 
     if config.target or config.name == plugins.PLUGIN:
         return build(config.name, config.target, config.args)

@@ -7,7 +7,7 @@ A method answers four questions (:class:`Method`):
   builds it;
 - ``part(cache, task, g, allowance)``: its body for one generation, made once per task and
   generation and kept by the :class:`~washexp.compaction.frozen.FrozenCache` (a ``str`` for an
-  unchecked method, a :class:`~washexp.compaction.checkpoint.Checkpoint` for a checked one);
+  unchecked method, a :class:`~washexp.compaction.methods.checkpoint.Checkpoint` for a checked one);
 - ``checked``: does it answer to H's validity rule (the body within the allowance, the body alone
   under the ceiling, fewer actual input tokens than Full)? S does not: whether it shrinks is
   reported, not enforced; H and every plugin do;
@@ -15,7 +15,7 @@ A method answers four questions (:class:`Method`):
   version), logged as params and hashed into the condition's identity.
 
 Full, the closed book (``none``), S and H are four small implementations here; a plugin
-(``washexp.compaction.plugin``) is a fifth, built from any importable factory. Top N (the Jev
+(``washexp.compaction.methods.plugin``) is a fifth, built from any importable factory. Top N (the Jev
 ranking) is the arm's, not the method's: every non-whole method is fused with its Top-N units.
 """
 
@@ -24,16 +24,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from washexp.compaction import h_hermes, h_native
-from washexp.compaction.checkpoint import Checkpoint
-from washexp.compaction.context import closed_book_context, full_context
 from washexp.compaction.frozen import h_impl_for
+from washexp.compaction.inputs.context import closed_book_context, full_context
+from washexp.compaction.methods import h_hermes, h_native
+from washexp.compaction.methods.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
-    from washexp.compaction.context import Context
-    from washexp.compaction.fixtures import Task
+    from washexp.compaction.backends.roles import Roles
     from washexp.compaction.frozen import FrozenCache, Made
-    from washexp.compaction.roles import Roles
+    from washexp.compaction.inputs.context import Context
+    from washexp.compaction.inputs.fixtures import Task
 
 
 class Method(Protocol):
@@ -163,7 +163,7 @@ def attempts_record(cp: Checkpoint) -> dict[str, Any]:
 
 BUILTINS = {cls.name: cls for cls in (Full, ClosedBook, Summary, Checkpointed)}
 """The study's methods and the closed-book control by name (each declared in
-:data:`washexp.compaction.methods.METHODS`, which builds them through :func:`from_config`)."""
+:data:`washexp.compaction.methods.table.METHODS`, which builds them through :func:`from_config`)."""
 
 
 def builtin(name: str, h_impl: str = "native") -> Method:

@@ -26,9 +26,9 @@ from importlib import metadata
 from typing import Any
 
 from washexp import plugins
-from washexp.compaction.checkpoint import Checkpoint, generate
 from washexp.compaction.frozen import Made
-from washexp.compaction.method import attempts_record
+from washexp.compaction.methods.checkpoint import Checkpoint, generate
+from washexp.compaction.methods.method import attempts_record
 from washexp.errors import ConfigError, ModelError, first_line
 from washexp.hashing import canonical_json
 from washexp.tokens import count
@@ -58,7 +58,7 @@ class MethodRequest:
 
 @dataclass(frozen=True)
 class Plugin:
-    """A plugin as the pipeline sees it (see :class:`washexp.compaction.method.Method`)."""
+    """A plugin as the pipeline sees it (see :class:`washexp.compaction.methods.method.Method`)."""
 
     name: str
     compactor: Any = field(compare=False)
@@ -119,7 +119,7 @@ def _chat(roles, task_id: str, generation: int, role: str, keys: list[str]):
 
 def build(name: str, target: str | None, args: dict[str, Any], dist: metadata.Distribution | None = None) -> Plugin:
     """The plugin ``method.name`` / ``method.target`` names (an installed name's target and
-    ``dist`` found by :func:`washexp.compaction.methods.method_for`), built and checked; raises
+    ``dist`` found by :func:`washexp.compaction.methods.table.method_for`), built and checked; raises
     :class:`ConfigError` (one line naming the target) before anything runs."""
     if not target:
         raise ConfigError("method=plugin needs method.target=package.module:factory")

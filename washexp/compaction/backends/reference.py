@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from washexp.compaction import extractive
-from washexp.compaction import h_native as hermes
-from washexp.compaction.roles import Ranking, RankJob, Roles, SummaryJob, offline
+from washexp.compaction.backends.roles import Ranking, RankJob, Roles, SummaryJob, offline
+from washexp.compaction.methods import extractive
+from washexp.compaction.methods import h_native as hermes
 
 
 def summarize(job: SummaryJob) -> str:

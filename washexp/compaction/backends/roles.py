@@ -24,10 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from washexp.compaction.checkpoint import Checkpoint
-from washexp.compaction.fixtures import Unit
-from washexp.compaction.h_native import Writer
-from washexp.compaction.meter import Meter, local_meter
+from washexp.compaction.inputs.fixtures import Unit
+from washexp.compaction.inputs.meter import Meter, local_meter
+from washexp.compaction.methods.checkpoint import Checkpoint
+from washexp.compaction.methods.h_native import Writer
 from washexp.models.base import ChatResponse
 from washexp.registry import Registry
 
@@ -145,9 +145,9 @@ class Roles:
 BACKENDS = Registry(
     "model backend",
     {
-        "reference": "washexp.compaction.reference:reference_backend",
-        "openai": "washexp.compaction.openai_roles:openai_backend",
-        "local": "washexp.compaction.local_roles:local_backend",
+        "reference": "washexp.compaction.backends.reference:reference_backend",
+        "openai": "washexp.compaction.backends.openai_roles:openai_backend",
+        "local": "washexp.compaction.backends.local_roles:local_backend",
     },
 )
 """``model.backend`` -> ``factory(model, endpoint, root) -> Roles``."""

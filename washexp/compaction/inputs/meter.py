@@ -29,7 +29,7 @@ from typing import Literal
 
 import httpx  # the openai client's own HTTP library
 
-from washexp.compaction import qwen_chat
+from washexp.compaction.backends import qwen_chat
 from washexp.errors import ModelError
 from washexp.hashing import canonical_hash
 

@@ -43,8 +43,8 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from washexp.compaction import checkpoint, h_native
-from washexp.compaction.checkpoint import Checkpoint
+from washexp.compaction.methods import checkpoint, h_native
+from washexp.compaction.methods.checkpoint import Checkpoint
 from washexp.models.base import ChatResponse
 
 CONTEXT_LENGTH = 131_072
@@ -173,7 +173,7 @@ def generate_checkpoint(
     attempts: int = 3,
     shrink: float = 0.8,
 ) -> Checkpoint:
-    """The study's length-checked attempts around the real method (:mod:`washexp.compaction.checkpoint`)."""
+    """The study's length-checked attempts around the real method (:mod:`washexp.compaction.methods.checkpoint`)."""
 
     keys: list[str] = []
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from washexp.ledger import Entry
-from washexp.runner import Schedule
+from washexp.engine.ledger import Entry
+from washexp.engine.runner import Schedule
 
 _STOPS: list[BaseException] = []
 """The stops signals asked for in this command. Python drops an exception raised inside a

@@ -32,9 +32,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from washexp.compaction import checkpoint
-from washexp.compaction.checkpoint import Checkpoint, ProvenanceError
-from washexp.compaction.redact import redact
+from washexp.compaction.methods import checkpoint
+from washexp.compaction.methods.checkpoint import Checkpoint, ProvenanceError
+from washexp.compaction.methods.redact import redact
 from washexp.models.base import ChatResponse
 
 PROTOCOL = "hermes-checkpoint/legacy-tail@washexp-2"
@@ -281,7 +281,7 @@ def generate_checkpoint(
     turns: list[dict], focus: str, allowance: int, writer: Writer, attempts: int = 3, shrink: float = 0.8
 ) -> Checkpoint:
     """Write a checkpoint of ``turns`` within ``allowance`` Qwen tokens (see the module doc and
-    :mod:`washexp.compaction.checkpoint`)."""
+    :mod:`washexp.compaction.methods.checkpoint`)."""
     has_user = has_real_user_turn(turns)
     serialized = serialize_turns(turns)
     focus = redact(focus or "").strip()

@@ -1,8 +1,8 @@
 """Where each fact was lost: a condition's per-fact ledger and its four loss cells.
 
 Every graded fact has two observations: whether the compacted context still holds it (the
-model-free needle check, :mod:`washexp.compaction.retention`) and whether the reader answered it
-right (:mod:`washexp.compaction.grading`). Crossed, they give four cells:
+model-free needle check, :mod:`washexp.compaction.scoring.retention`) and whether the reader answered it
+right (:mod:`washexp.compaction.scoring.grading`). Crossed, they give four cells:
 
 - ``kept_answered``: kept and answered;
 - ``kept_missed``: kept but missed (reading loss: the evidence was there);
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import NamedTuple
 
-from washexp.compaction.grading import AnswerGrade
+from washexp.compaction.scoring.grading import AnswerGrade
 
 LEDGER_TABLE = "fact_ledger.json"
 

@@ -25,12 +25,12 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from washexp.compaction import h_hermes
-from washexp.compaction.answer_format import ranking_format, response_format
-from washexp.compaction.context import prompt, prompt_digests
-from washexp.compaction.meter import EndpointMeter, Meter, local_meter
-from washexp.compaction.replies import NOT_JSON, role_json
-from washexp.compaction.roles import Ranking, RankJob, ReadJob, ReplyError, Roles, SummaryJob
+from washexp.compaction.backends.answer_format import ranking_format, response_format
+from washexp.compaction.backends.replies import NOT_JSON, role_json
+from washexp.compaction.backends.roles import Ranking, RankJob, ReadJob, ReplyError, Roles, SummaryJob
+from washexp.compaction.inputs.context import prompt, prompt_digests
+from washexp.compaction.inputs.meter import EndpointMeter, Meter, local_meter
+from washexp.compaction.methods import h_hermes
 from washexp.models.base import ChatRequest, ChatResponse
 from washexp.models.endpoint import open_recorder
 from washexp.models.openai_client import api_key

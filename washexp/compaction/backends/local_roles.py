@@ -13,9 +13,9 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from washexp.compaction.meter import gguf_meter
-from washexp.compaction.openai_roles import openai_backend
-from washexp.compaction.roles import Roles
+from washexp.compaction.backends.openai_roles import openai_backend
+from washexp.compaction.backends.roles import Roles
+from washexp.compaction.inputs.meter import gguf_meter
 from washexp.models import local
 from washexp.models.llama_server import LlamaServer
 

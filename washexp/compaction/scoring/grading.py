@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from washexp.compaction.fixtures import Task
+from washexp.compaction.inputs.fixtures import Task
 
 
 def strict_equal(a: Any, b: Any) -> bool:

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from washexp.compaction.context import Context, _frame, fused_context, to_wire
-from washexp.compaction.fixtures import Task
 from washexp.compaction.frozen import Made
-from washexp.compaction.methods import BASELINES
+from washexp.compaction.inputs.context import Context, _frame, fused_context, to_wire
+from washexp.compaction.inputs.fixtures import Task
+from washexp.compaction.methods.table import BASELINES
 from washexp.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class Baseline:
 
 
 KINDS = BASELINES
-"""Each baseline's parameters, as ``method.<key>`` sets them (declared in :mod:`washexp.compaction.methods`)."""
+"""Each baseline's parameters, as ``method.<key>`` sets them (declared in :mod:`washexp.compaction.methods.table`)."""
 
 
 def baseline(kind: str, values: dict[str, Any]) -> Baseline:

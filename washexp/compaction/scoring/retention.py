@@ -7,7 +7,7 @@ stated by the query itself and is always retained.
 
 from __future__ import annotations
 
-from washexp.compaction.fixtures import Task
+from washexp.compaction.inputs.fixtures import Task
 from washexp.needles import finder
 
 
