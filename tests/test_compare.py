@@ -191,7 +191,7 @@ def planted(tmp_path_factory):
     for part in ("washexp", "conf", "run.py"):
         (shutil.copytree if (ROOT / part).is_dir() else shutil.copy)(ROOT / part, copy / part)
     shutil.copytree(ROOT / "fixtures" / "compaction", copy / "fixtures" / "compaction")
-    budget = copy / "washexp" / "compaction" / "budget.py"
+    budget = copy / "washexp" / "compaction" / "inputs" / "budget.py"
     text = budget.read_text()
     for old, new in (("RATIO = 0.20", "RATIO = 0.05"), ("MIN = 64", "MIN = 8"), ("MAX = 256", "MAX = 24")):
         assert old in text

@@ -66,7 +66,7 @@ def test_a_note_in_a_record_builder_reuses_every_run_and_a_changed_rule_reuses_n
     again = _run(project)
     assert "finished already" in again and _runs(project) == 3
 
-    budget = project / "washexp" / "compaction" / "budget.py"
+    budget = project / "washexp" / "compaction" / "inputs" / "budget.py"
     text = budget.read_text(encoding="utf-8")
     rule = "math.floor(ALLOWANCE_RATIO * evidence_tokens)"
     assert rule in text
