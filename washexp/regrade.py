@@ -82,10 +82,10 @@ def regrade(uri: str, experiment: str, tasks: Path) -> Regraded:
     root = bundle.folder(uri)
     if runs is None:
         return Regraded(0, 0, (), False)
-    names = sorted(c.removeprefix(bundle.TAG) for c in runs.columns if bundle.REPLIES.match(c.removeprefix(bundle.TAG)))
+    names = bundle.reply_files(runs.columns)
     cache: dict[str, Task | str] = {}
     count = n_runs = 0
-    skipped: dict[str, None] = {}
+    skipped: set[str] = set()
     for row in runs.to_dict("records"):
         run_id = row["run_id"]
         listed = [n for n in names if isinstance(row.get(bundle.TAG + n), str)]
@@ -97,7 +97,7 @@ def regrade(uri: str, experiment: str, tasks: Path) -> Regraded:
             raise RegradeMismatch(f"bundle artifact {run_id}/{missing}: missing (its run's other replies are there)")
         task = _task(tasks, str(row.get("tags.task")), row.get(FIXTURE), cache)
         if isinstance(task, str):
-            skipped[task] = None
+            skipped.add(task)
             continue
         stored = reader.json_artifact(uri, run_id, GRADES)
         rows = [dict(zip(stored["columns"], r, strict=True)) for r in stored["data"]]

@@ -117,7 +117,7 @@ def replies(runs, reads: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The reply files (``answers/g<N>.json``) of every run whose grades the record read, as its
     manifest lists them: what ``washexp verify`` regrades."""
     graded = [run_id for run_id, name in reads if name == GRADES]
-    names = sorted(c.removeprefix(bundle.TAG) for c in runs.columns if bundle.REPLIES.match(c.removeprefix(bundle.TAG)))
+    names = bundle.reply_files(runs.columns)
     rows = runs.set_index("run_id")
     return [(r, n) for r in graded for n in names if isinstance(rows.at[r, bundle.TAG + n], str)]
 

@@ -42,6 +42,13 @@ FILE = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|answers/g[0-9]{1,4}\.j
 """An artifact the bundle may hold: a plain name in the run's folder (no ``..``), or a reply
 file of one generation (``answers/g<N>.json``, the model's raw replies ``washexp verify`` regrades)."""
 REPLIES = re.compile(r"^answers/g([0-9]{1,4})\.json$")
+
+
+def reply_files(columns) -> list[str]:
+    """The reply files (``answers/g<N>.json``) some run's manifest lists, from a runs table's columns."""
+    return sorted(c.removeprefix(TAG) for c in columns if REPLIES.match(c.removeprefix(TAG)))
+
+
 MAX_FILE = 32 * 1024 * 1024
 MAX_RUNS = 128 * 1024 * 1024
 MAX_DEPTH = 64
