@@ -11,6 +11,9 @@
 #   wash-1.5b    CoalWash's ceiling, infinity loop (by phase), sawtooth and controlled experiment on
 #                the 1.5B tier with the reference, coalwash and plain (gates off) washers
 #   wash-0.5b    the same on the 0.5B tier
+#   gen-0.5b     issue 52's short generated set on the 0.5B tier: 40 tasks of 1,456-1,974 tokens
+#                (seed 40, written to ../sets/gen40s once), Full, none, S and H at Top 0 and 3,
+#                1 generation x 1 answer
 #
 # Each tier's calls are recorded under recordings/<tier>/, inside the project: commit them as
 # conditions finish, and the same command on another machine resumes with nothing asked twice.
@@ -45,13 +48,21 @@ wash() {  # tier, model config
     "model=$2" model.max_tokens=512
 }
 
-[ $# -gt 0 ] || set -- study-1.5b study-0.5b wash-1.5b wash-0.5b
+gen() {  # tier, model config: the generated set, made once outside the project
+  set_dir=../sets/gen40s
+  [ -d "$set_dir" ] || { mkdir -p ../sets && washexp tasks generate --n 40 --seed 40 --min-tokens 1000 --max-tokens 1400 --out "$set_dir"; }
+  sweep "$1" method=full,none "model=$2" model.generations=1 model.answers_per_context=1 "benchmark.fixtures=$set_dir"
+  sweep "$1" method=S,H topn=0,3 "model=$2" model.generations=1 model.answers_per_context=1 "benchmark.fixtures=$set_dir"
+}
+
+[ $# -gt 0 ] || set -- study-1.5b study-0.5b wash-1.5b wash-0.5b gen-0.5b
 for step in "$@"; do
   case $step in
     study-1.5b) study 1.5b local-1.5b ;;
     study-0.5b) study 0.5b local model.generations=1 model.answers_per_context=1 ;;
     wash-1.5b) wash 1.5b local-1.5b ;;
     wash-0.5b) wash 0.5b local ;;
-    *) echo "seed-protocols.sh: unknown step $step (study-1.5b, study-0.5b, wash-1.5b, wash-0.5b)" >&2; exit 2 ;;
+    gen-0.5b) gen 0.5b local ;;
+    *) echo "seed-protocols.sh: unknown step $step (study-1.5b, study-0.5b, wash-1.5b, wash-0.5b, gen-0.5b)" >&2; exit 2 ;;
   esac
 done
