@@ -265,10 +265,37 @@ def _export_into_a_file(root: Path, tmp_path: Path) -> list[str]:
     return ["export", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}", "--out", str(tmp_path / "out" / "results")]
 
 
+def _file_store(tmp_path: Path) -> str:
+    """A plain file store, which MLflow refuses to open (from 3.13): it once ended in MLflow's traceback."""
+    return (tmp_path / "mlruns").as_uri()
+
+
+def _record(root: Path) -> str:
+    (root / "record.json").write_text('{"schema": 1, "topic": "compaction", "tables": {}, "data": {}}\n')
+    return str(root / "record.json")
+
+
+FILE_STORE_SAYS = "not a tracking store MLflow can open"
+FILE_STORE_ROWS: dict[str, Callable[[Path, Path], list[str]]] = {
+    "compare": lambda root, tmp_path: ["compare", "sweep-a", "sweep-b", "--tracking-uri", _file_store(tmp_path)],
+    "export": lambda root, tmp_path: ["export", "--tracking-uri", _file_store(tmp_path), "--out", str(tmp_path / "o")],
+    "runs": lambda root, tmp_path: ["runs", "--tracking-uri", _file_store(tmp_path)],
+    "verify": lambda root, tmp_path: ["verify", _record(root), "--tracking-uri", _file_store(tmp_path)],
+    "import": lambda root, tmp_path: (
+        ["import", "mlflow", _file_store(tmp_path), "--experiment", "e"]
+        + ["--plant", "1", "--out", str(tmp_path / "o")]
+    ),
+}
+
+
 CLI_ROWS = {
     "washexp feed: sessions not a list": (_feed_cli, "washexp feed: ", "sessions.yaml: sessions: expected a non-empty"),
     "washexp wash: --expected not UTF-8": (_wash_cli, "washexp wash: ", "expected.json: not UTF-8 (byte 0xff"),
     "washexp export: --out under a file": (_export_into_a_file, "washexp: ", "is not a folder"),
+    **{
+        f"washexp {name}: --tracking-uri a file store": (argv, "washexp", f"mlruns: {FILE_STORE_SAYS}")
+        for name, argv in FILE_STORE_ROWS.items()
+    },
 }
 
 
