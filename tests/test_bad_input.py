@@ -116,6 +116,7 @@ WASH = ["benchmark=wash", f"store={STORE}", "rounds=1"]
 SAWTOOTH = ["benchmark=wash", "measurement=sawtooth", "sessions=1"]
 FEED_FILE = lambda root: root / "fixtures" / "wash-feed" / FEED / "sessions.yaml"  # noqa: E731
 
+CLIFF = ["measurement=cliff", "method=S", "cliff.tasks=1", "cliff.lengths=[1000]", "cliff.budget_length=1000"]
 RUN_PY_ROWS = {
     # row id: (how the fixtures are broken, the overrides, what the one line must say)
     "empty range": (nothing, ["topn=5..0"], "topn=5..0: empty range (5 > 0)"),
@@ -214,6 +215,8 @@ RUN_PY_ROWS = {
         "sessions.yaml: not valid YAML at line 3 column 1",
     ),
     "feed not UTF-8": (insert_byte(FEED_FILE), SAWTOOTH, "sessions.yaml: not UTF-8 (byte 0xe9 at offset 10)"),
+    # the cliff generates its own sets: a setting the arm's plan refuses is found before the first one
+    "cliff with a bad setting": (nothing, [*CLIFF, "model.repeats=0"], "model.repeats=0: must be >= 1"),
 }
 
 
@@ -246,6 +249,7 @@ def test_run_py_bad_input_is_one_line_exit_2(row, tmp_path, capfd):
     assert err.startswith("washexp: ")
     assert not store.exists(), "a refused command opens no tracking store, so no run"
     assert snapshot(root / "fixtures") == before, "no fixture is ever written"
+    assert not list((tmp_path / "outputs").rglob("manifest.json")), "no task set is generated"
 
 
 def _feed_cli(root: Path, tmp_path: Path) -> list[str]:
