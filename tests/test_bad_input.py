@@ -252,6 +252,18 @@ def test_run_py_bad_input_is_one_line_exit_2(row, tmp_path, capfd):
     assert not list((tmp_path / "outputs").rglob("manifest.json")), "no task set is generated"
 
 
+def test_the_cliff_checks_its_store_before_it_generates_a_set(tmp_path, capfd):
+    """An unusable store (an empty file here) is found before the cliff writes its sets."""
+    root = make_project(tmp_path)
+    db = tmp_path / "store" / "mlflow.db"
+    db.parent.mkdir()
+    db.write_bytes(b"")
+    code = run_py([*CLIFF, f"tracking.uri=sqlite:///{db}", f"hydra.run.dir={tmp_path / 'outputs'}"], root=root)
+    assert_one_line(code, capfd.readouterr().err, "mlflow.db: an empty file (0 bytes), not a tracking store")
+    assert not list((tmp_path / "outputs").rglob("manifest.json")), "no task set is generated"
+    assert db.read_bytes() == b""
+
+
 def _feed_cli(root: Path, tmp_path: Path) -> list[str]:
     FEED_FILE(root).write_bytes(b"feed: dispatch-team\ndescription: x\nsessions: 7\n")
     return ["feed", str(root / "fixtures" / "wash-feed" / FEED), "--sessions", "1", "--out", str(tmp_path / "out")]

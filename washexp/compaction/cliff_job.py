@@ -53,6 +53,7 @@ def run_job(cfg, job, sweep) -> None:
         raise ConfigError(f"topn={c.topn}: the cliff measures the method alone (topn=0)")
     check_settings(cfg)  # what plan_arm checks of the config, before a set is there to plan
     arm_method(cfg, sweep)  # the model and the method: the roles are built once, each set's plan reuses them
+    tracker = family.tracker(cfg, sweep)  # its store checked too (the study opens it after its fixtures load)
     sets = _sets(cfg, job, sweep, grid)
     plans: dict[int, ArmPlan] = {
         n: plan_arm(replace(cfg, benchmark=replace(cfg.benchmark, fixtures=str(folder))), job, sweep)
@@ -98,7 +99,6 @@ def run_job(cfg, job, sweep) -> None:
     cache = first.cache
     generations, answers, repeats = cfg.model.generations, cfg.model.answers_per_context, cfg.model.repeats
     recorder = recorder_of(cache.roles)
-    tracker = family.tracker(cfg, sweep)
 
     def compute(work: Work) -> Result:
         assert isinstance(work.key, tuple)
