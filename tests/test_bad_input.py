@@ -116,6 +116,7 @@ WASH = ["benchmark=wash", f"store={STORE}", "rounds=1"]
 SAWTOOTH = ["benchmark=wash", "measurement=sawtooth", "sessions=1"]
 FEED_FILE = lambda root: root / "fixtures" / "wash-feed" / FEED / "sessions.yaml"  # noqa: E731
 
+CLIFF = ["measurement=cliff", "method=S", "cliff.tasks=1", "cliff.lengths=[1000]", "cliff.budget_length=1000"]
 RUN_PY_ROWS = {
     # row id: (how the fixtures are broken, the overrides, what the one line must say)
     "empty range": (nothing, ["topn=5..0"], "topn=5..0: empty range (5 > 0)"),
@@ -214,6 +215,8 @@ RUN_PY_ROWS = {
         "sessions.yaml: not valid YAML at line 3 column 1",
     ),
     "feed not UTF-8": (insert_byte(FEED_FILE), SAWTOOTH, "sessions.yaml: not UTF-8 (byte 0xe9 at offset 10)"),
+    # the cliff generates its own sets: a setting the arm's plan refuses is found before the first one
+    "cliff with a bad setting": (nothing, [*CLIFF, "model.repeats=0"], "model.repeats=0: must be >= 1"),
 }
 
 
@@ -246,6 +249,19 @@ def test_run_py_bad_input_is_one_line_exit_2(row, tmp_path, capfd):
     assert err.startswith("washexp: ")
     assert not store.exists(), "a refused command opens no tracking store, so no run"
     assert snapshot(root / "fixtures") == before, "no fixture is ever written"
+    assert not list((tmp_path / "outputs").rglob("manifest.json")), "no task set is generated"
+
+
+def test_the_cliff_checks_its_store_before_it_generates_a_set(tmp_path, capfd):
+    """An unusable store (an empty file here) is found before the cliff writes its sets."""
+    root = make_project(tmp_path)
+    db = tmp_path / "store" / "mlflow.db"
+    db.parent.mkdir()
+    db.write_bytes(b"")
+    code = run_py([*CLIFF, f"tracking.uri=sqlite:///{db}", f"hydra.run.dir={tmp_path / 'outputs'}"], root=root)
+    assert_one_line(code, capfd.readouterr().err, "mlflow.db: an empty file (0 bytes), not a tracking store")
+    assert not list((tmp_path / "outputs").rglob("manifest.json")), "no task set is generated"
+    assert db.read_bytes() == b""
 
 
 def _feed_cli(root: Path, tmp_path: Path) -> list[str]:
@@ -265,10 +281,37 @@ def _export_into_a_file(root: Path, tmp_path: Path) -> list[str]:
     return ["export", "--tracking-uri", f"sqlite:///{tmp_path / 'none.db'}", "--out", str(tmp_path / "out" / "results")]
 
 
+def _file_store(tmp_path: Path) -> str:
+    """A plain file store, which MLflow refuses to open (from 3.13): it once ended in MLflow's traceback."""
+    return (tmp_path / "mlruns").as_uri()
+
+
+def _record(root: Path) -> str:
+    (root / "record.json").write_text('{"schema": 1, "topic": "compaction", "tables": {}, "data": {}}\n')
+    return str(root / "record.json")
+
+
+FILE_STORE_SAYS = "not a tracking store MLflow can open"
+FILE_STORE_ROWS: dict[str, Callable[[Path, Path], list[str]]] = {
+    "compare": lambda root, tmp_path: ["compare", "sweep-a", "sweep-b", "--tracking-uri", _file_store(tmp_path)],
+    "export": lambda root, tmp_path: ["export", "--tracking-uri", _file_store(tmp_path), "--out", str(tmp_path / "o")],
+    "runs": lambda root, tmp_path: ["runs", "--tracking-uri", _file_store(tmp_path)],
+    "verify": lambda root, tmp_path: ["verify", _record(root), "--tracking-uri", _file_store(tmp_path)],
+    "import": lambda root, tmp_path: (
+        ["import", "mlflow", _file_store(tmp_path), "--experiment", "e"]
+        + ["--plant", "1", "--out", str(tmp_path / "o")]
+    ),
+}
+
+
 CLI_ROWS = {
     "washexp feed: sessions not a list": (_feed_cli, "washexp feed: ", "sessions.yaml: sessions: expected a non-empty"),
     "washexp wash: --expected not UTF-8": (_wash_cli, "washexp wash: ", "expected.json: not UTF-8 (byte 0xff"),
     "washexp export: --out under a file": (_export_into_a_file, "washexp: ", "is not a folder"),
+    **{
+        f"washexp {name}: --tracking-uri a file store": (argv, "washexp", f"mlruns: {FILE_STORE_SAYS}")
+        for name, argv in FILE_STORE_ROWS.items()
+    },
 }
 
 

@@ -168,6 +168,25 @@ def test_check_names_a_stale_trajectory(tmp_path, capsys):
     assert collect.main(["--check", str(folder)]) == 0
 
 
+def test_collect_bad_usage_or_folder_is_one_line_exit_2_and_nothing_written(tmp_path, capsys):
+    """argparse's usage block and a traceback were what a mistyped flag or a wrong folder gave."""
+    folder = tmp_path / "meeting_notes"
+    shutil.copytree(FIXTURES / "meeting_notes", folder)
+    stale = folder / "trajectory.json"
+    stale.write_bytes(b"{}\n")
+    for argv, says in (
+        (["--chek", str(folder)], "unrecognized arguments: --chek"),
+        ([], "the following arguments are required: folders"),
+        # the stale good folder is not written either: every folder is built before one is written
+        ([str(folder), str(tmp_path / "nope")], "FileNotFoundError: [Errno 2] No such file or directory"),
+    ):
+        assert collect.main(argv) == 2, argv
+        out, err = capsys.readouterr()
+        assert not out and err.count("\n") == 1, err
+        assert err.startswith(f"{collect.PROG}: ") and says in err, err
+    assert stale.read_bytes() == b"{}\n"
+
+
 def _numbered_file(tmp_path: Path, n: int) -> Path:
     lines = [f"line {i}" + (" MATCH" if i in (10, 30) else "") for i in range(1, n + 1)]
     (tmp_path / "f.log").write_text("\n".join(lines) + "\n", encoding="utf-8")

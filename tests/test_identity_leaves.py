@@ -15,11 +15,13 @@ from omegaconf import OmegaConf
 import washexp.wash.measure.study as wash_study
 from tests.conftest import ROOT
 from washexp.app import JobInfo
+from washexp.compaction import cliff_job
 from washexp.compaction.cycles_job import plan_cycles
 from washexp.compaction.study import plan_arm
 from washexp.config import BY_CONTENT, WHERE_USED, leaves, not_identity, override_excludes, register
 from washexp.engine import family
 from washexp.engine.sweep import Sweep
+from washexp.tracking.kinds import KIND_TAG, Kind
 
 OTHER = {
     # a string or null leaf's other valid value (a number is moved by one, a bool flipped)
@@ -35,8 +37,10 @@ OTHER = {
     "compaction.ranker": "bm25",
     "compaction.phase": "preflight",
     "compaction.task": [["payment"], ["backup"]],
-    "compaction.measurement.name": ["cycles", "single"],
+    "compaction.measurement.name": ["single", "cycles"],
     "compaction.measurement.k": [[1, 2], [1, 2, 3]],
+    "compaction.measurement.budgets": [[64], [128]],
+    "compaction.measurement.lengths": [[1000], [2000]],
     "wash.measurement.name": ["infinity", "ceiling"],
     "wash.measurement.arms": [["configured"], ["off"]],
     "wash.operator": "approve-all",
@@ -58,6 +62,8 @@ ALONE_INVALID = {
 }
 """Leaves with no other value valid on their own; what makes them enter is said."""
 SERVED = ["model=openai", "model.name=q", "endpoint.base_url=http://127.0.0.1:9/v1"]
+CLIFF = {"tasks": 1, "budgets": "[64]", "budget_length": 1000, "lengths": "[1000]", "length_budget": 64}
+"""The smallest cliff: one set of one task, at one budget and one length (each plan generates it)."""
 WASH = ["benchmark=wash", "wash.store=[lean]", "tracking=off"]
 WALKS = {
     "compaction": ["method=H", "compaction.topn=1", "compaction.task=[payment,backup]"],
@@ -70,6 +76,12 @@ WALKS = {
         "compaction.task=[payment]",
         "compaction.measurement.k=[1,2]",
     ],
+    "compaction-cliff": [
+        "measurement=cliff",
+        "method=S",
+        "tracking=off",  # its plan opens the tracker: no store is made for a walk
+        *(f"compaction.measurement.{k}={v}" for k, v in CLIFF.items()),
+    ],
     "wash": WASH,
     "wash-sawtooth": [*WASH, "measurement=sawtooth", "wash.measurement.sessions=2"],
     "wash-controlled": [*WASH, "measurement=controlled"],
@@ -81,6 +93,7 @@ USED = {
     "compaction-hybrid": {"compaction.topn", "compaction.ranker", "compaction.method.M", "compaction.method.budget"},
     "compaction-recency": {"compaction.method.K"},
     "compaction-cycles": {"compaction.measurement.k"},
+    "compaction-cliff": {f"compaction.measurement.{k}" for k in ["seed", *CLIFF]},
     "compaction-served": {"model.repeats", "model.answers_per_context", "compaction.method.h_impl"},
     "wash": set(),
     "wash-sawtooth": {"wash.measurement.sessions"},
@@ -88,8 +101,13 @@ USED = {
     "wash-chain": {"wash.measurement.passes", "wash.measurement.pass_keep_pct"},
 }
 """The WHERE_USED leaves each walk's components read: there they must move the identity too."""
-FIXED = {"wash-controlled": {"wash.gates"}, "wash-chain": {"wash.gates"}}
-"""Leaves a walk's settings fix (these measurements set each arm's gates themselves: gates=true)."""
+FIXED = {
+    "wash-controlled": {"wash.gates"},
+    "wash-chain": {"wash.gates"},
+    "compaction-cliff": {"compaction.topn", "compaction.task"},
+}
+"""Leaves a walk's settings fix: these wash measurements set each arm's gates themselves
+(gates=true); the cliff measures Top 0 only, over the tasks of the sets it generates."""
 
 
 FAMILIES = ("compaction", "wash")
@@ -105,23 +123,34 @@ def _compose(overrides: list[str]):
         return OmegaConf.to_object(compose("config", overrides=overrides))
 
 
-def _hashes(overrides: list[str], monkeypatch) -> frozenset[str]:
+def _hashes(overrides: list[str], monkeypatch, tmp_path: Path) -> frozenset[str]:
     cfg = _compose(overrides)
     job, sweep = JobInfo("", "s", ROOT), Sweep(ROOT)
-    if cfg.benchmark.name == "compaction" and cfg.compaction.measurement.name == "cycles":
+    measured = cfg.compaction.measurement.name if cfg.benchmark.name == "compaction" else None
+    if measured == "cycles":
         cycles = plan_cycles(cfg, job, sweep)
         return frozenset(w.hash for w in [cycles.parent, *cycles.children])
+    if measured == "cliff":  # its sets into a folder of their own, each plan's new (a set is never overwritten)
+        job = JobInfo("", str(tmp_path / f"sweep{len(list(tmp_path.iterdir()))}"), ROOT)
+        works = _planned(cliff_job.run_job, cfg, job, sweep, monkeypatch)
+        assert {w.tags[KIND_TAG] for w in works} == {Kind.CLIFF, Kind.CLIFF_CELL}  # the cliff's, both kinds
+        return frozenset(w.hash for w in works)
     if cfg.benchmark.name == "compaction":
         plan = plan_arm(cfg, job, sweep)
         return frozenset(w.hash for w in [plan.parent, *plan.children])
+    return frozenset(w.hash for w in _planned(wash_study.run_job, cfg, job, sweep, monkeypatch))
+
+
+def _planned(run_job, cfg, job, sweep, monkeypatch) -> list:
+    """The works (parent, then children) of the group ``run_job`` hands over, never run."""
 
     def planned(cfg, job, sweep, group, **kwargs):
         raise Planned([group.parent, *group.children])
 
     monkeypatch.setattr(family, "run", planned)
     with pytest.raises(Planned) as caught:
-        wash_study.run_job(cfg, job, sweep)
-    return frozenset(w.hash for w in caught.value.args[0])
+        run_job(cfg, job, sweep)
+    return caught.value.args[0]
 
 
 def _other(path: str, value) -> tuple[object, list[str]]:
@@ -154,9 +183,9 @@ def _declared(path: str, walk: str) -> bool:
 @pytest.mark.parametrize(
     "benchmark", [w if w == "compaction" else pytest.param(w, marks=pytest.mark.slow) for w in sorted(WALKS)]
 )
-def test_every_leaf_moves_the_identity_unless_declared(benchmark, monkeypatch):
+def test_every_leaf_moves_the_identity_unless_declared(benchmark, monkeypatch, tmp_path):
     base = WALKS[benchmark]
-    before = _hashes(base, monkeypatch)
+    before = _hashes(base, monkeypatch, tmp_path)
     walked, still = 0, []
     for path, value in leaves(_compose(base)).items():
         if _declared(path, benchmark) or path in ALONE_INVALID or path in FIXED.get(benchmark, ()):
@@ -164,7 +193,7 @@ def test_every_leaf_moves_the_identity_unless_declared(benchmark, monkeypatch):
         if path in FAMILIES and value is None:
             continue  # the other family's node: None, a job carries only its own family's keys
         other, beside = _other(path, value)
-        after = _hashes([*base, *beside, _override(path, other)], monkeypatch)
+        after = _hashes([*base, *beside, _override(path, other)], monkeypatch, tmp_path)
         walked += 1
         if after == before:
             still.append(f"{path}: {value!r} -> {other!r}")
@@ -173,11 +202,11 @@ def test_every_leaf_moves_the_identity_unless_declared(benchmark, monkeypatch):
     assert USED[benchmark] <= {p for p in leaves(_compose(base))}  # each leaf it says is read was walked
 
 
-def test_a_declared_leaf_leaves_the_identity_where_it_is(monkeypatch):
+def test_a_declared_leaf_leaves_the_identity_where_it_is(monkeypatch, tmp_path):
     base = WALKS["compaction"]
-    before = _hashes(base, monkeypatch)
+    before = _hashes(base, monkeypatch, tmp_path)
     for override in ("endpoint.timeout_s=7", "endpoint.price.input_per_mtok=1.5", "rerun=true", "tracking=off"):
-        assert _hashes([*base, override], monkeypatch) == before, override
+        assert _hashes([*base, override], monkeypatch, tmp_path) == before, override
 
 
 def test_hydras_exclude_keys_are_the_declared_ones():

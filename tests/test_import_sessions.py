@@ -85,6 +85,18 @@ def test_the_final_report_and_what_the_format_cannot_express(tmp_path, capsys):
     assert all(m["role"] in ("assistant", "tool") for m in two.history)
 
 
+def test_a_planted_kind_and_its_type_are_the_declared_ones(monkeypatch):
+    """Fact kinds are declared once (washexp.tasks.facts); a second list in planting drifted apart."""
+    from washexp.tasks import facts
+
+    units = ["batch:\n  retries: 3\n  owner: platform\n" * 20]
+    monkeypatch.setitem(facts.SESSION_KINDS, "number", "an integer, as declared")
+    _, planted = plant(units, len(KINDS), seed=1)
+    assert [f.kind for f in planted] == list(facts.SESSION_KINDS)
+    assert [f.description.endswith(f"({facts.SESSION_KINDS[f.kind]}).") for f in planted] == [True] * len(KINDS)
+    assert "(an integer, as declared)" in planted[KINDS.index("number")].description
+
+
 def test_planting_is_a_function_of_the_seed_and_follows_the_surrounding_form():
     units = [
         "2026-03-01T10:00:00Z worker up\n2026-03-01T10:00:01Z worker ready\n" * 20,

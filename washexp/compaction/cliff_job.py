@@ -22,7 +22,7 @@ from washexp.compaction.condition import Arm, run_condition
 from washexp.compaction.inputs.fixtures import Task
 from washexp.compaction.methods.baselines import baseline
 from washexp.compaction.methods.method import builtin
-from washexp.compaction.study import CODE, CODE_DATA, ArmPlan, plan_arm
+from washexp.compaction.study import CODE, CODE_DATA, ArmPlan, arm_method, check_settings, plan_arm
 from washexp.engine import family
 from washexp.engine.runner import Result, Work
 from washexp.errors import ConfigError, ModelError
@@ -42,7 +42,8 @@ def _sets(cfg, job, sweep, grid: Grid) -> dict[int, tuple[Path, str]]:
 
 
 def run_job(cfg, job, sweep) -> None:
-    """Check the grid and the method, generate the sets (once per command), start the conditions."""
+    """Check the grid, the method and the rest of the arm's config, then generate the sets (once
+    per command; nothing is written for a config refused) and start the conditions."""
     c = cfg.compaction
     grid = Grid.of(c.measurement)
     kind = c.method.name
@@ -50,6 +51,9 @@ def run_job(cfg, job, sweep) -> None:
         raise ConfigError(f"method={kind}: the cliff measures {', '.join(METHODS)} (a budget means something for them)")
     if c.topn != 0:
         raise ConfigError(f"topn={c.topn}: the cliff measures the method alone (topn=0)")
+    check_settings(cfg)  # what plan_arm checks of the config, before a set is there to plan
+    arm_method(cfg, sweep)  # the model and the method: the roles are built once, each set's plan reuses them
+    tracker = family.tracker(cfg, sweep)  # its store checked too (the study opens it after its fixtures load)
     sets = _sets(cfg, job, sweep, grid)
     plans: dict[int, ArmPlan] = {
         n: plan_arm(replace(cfg, benchmark=replace(cfg.benchmark, fixtures=str(folder))), job, sweep)
@@ -95,7 +99,6 @@ def run_job(cfg, job, sweep) -> None:
     cache = first.cache
     generations, answers, repeats = cfg.model.generations, cfg.model.answers_per_context, cfg.model.repeats
     recorder = recorder_of(cache.roles)
-    tracker = family.tracker(cfg, sweep)
 
     def compute(work: Work) -> Result:
         assert isinstance(work.key, tuple)

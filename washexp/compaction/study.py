@@ -78,8 +78,8 @@ class ArmPlan:
     source: dict[str, str]
 
 
-def plan_arm(cfg, job, sweep) -> ArmPlan:
-    """Check the config and load the fixtures; raises before anything is written."""
+def check_settings(cfg) -> None:
+    """The arm's settings its config alone decides (no fixture read): a ConfigError naming the first bad one."""
     c = cfg.compaction
     if c.topn < 0:
         raise ConfigError(f"topn={c.topn}: must be >= 0")
@@ -93,18 +93,31 @@ def plan_arm(cfg, job, sweep) -> ArmPlan:
         raise ConfigError(f"ranker={c.ranker!r}: expected one of {', '.join(RANKERS)}")
     if c.phase not in PHASES:
         raise ConfigError(f"phase={c.phase!r}: expected one of {', '.join(PHASES)}")
+
+
+def arm_method(cfg, sweep) -> tuple[FrozenCache, Method]:
+    """The roles of ``cfg.model`` (built once per command, a local model's server started) and the
+    arm's method over them; a model or method the config cannot have raises here."""
+    roles: Roles = sweep.shared(
+        ("roles", canonical_json([vars(cfg.model), asdict(cfg.endpoint)])),
+        lambda: roles_for(cfg.model, cfg.endpoint, sweep.root),
+    )
+    cache = sweep.shared(("frozen", id(roles)), lambda: FrozenCache(roles))
+    return cache, method_for(cfg.compaction.method, roles)
+
+
+def plan_arm(cfg, job, sweep) -> ArmPlan:
+    """Check the config and load the fixtures; raises before anything is written."""
+    c = cfg.compaction
+    check_settings(cfg)
     folder = sweep.root / cfg.benchmark.fixtures  # read once per command, as the source and commit
     tasks = sweep.shared(("tasks", str(folder), canonical_json(c.task)), lambda: load_tasks(folder, c.task))
     taskset = sweep.shared(
         ("taskset", str(folder), canonical_json(c.task)),
         lambda: manifest.named_by(folder, {t.id: t.digest for t in tasks}),
     )
-    roles: Roles = sweep.shared(
-        ("roles", canonical_json([vars(cfg.model), asdict(cfg.endpoint)])),
-        lambda: roles_for(cfg.model, cfg.endpoint, sweep.root),
-    )
-    cache = sweep.shared(("frozen", id(roles)), lambda: FrozenCache(roles))
-    method = method_for(c.method, roles)
+    cache, method = arm_method(cfg, sweep)
+    roles = cache.roles
     # a task with fewer units than N keeps them all (the study's rule): its runs log units_kept
     # the ranker only matters where units are ranked: ``ranker=bm25 topn=0`` is the Top-0 arm
     arm = Arm(method.name, None if method.whole else c.topn, c.ranker if not method.whole and c.topn else "jev")

@@ -9,11 +9,10 @@ Each fact is one line inserted after a line boundary at its depth (the share of 
 tool-result characters before it), written the way the line before it is written: a ``key:
 value`` line in YAML-like output, ``key=value`` after an environment line, ``"key": value,`` in
 JSON, ``<timestamp> INFO key=value`` in a log, behind the same line-number prefix in numbered
-output. Kinds: identifier, number, boolean, date, path, line, list, and a superseded identifier
-(an earlier value, then the later one the follow-up asks for).
-
-The task generator (``washexp tasks generate``) has its own typed fact kinds: this module's
-kinds and renderers are to be merged with them into one place.
+output. The kinds are declared with every other planted fact's in :mod:`washexp.tasks.facts`
+(:data:`~washexp.tasks.facts.SESSION_KINDS`): identifier, number, boolean, date, path, line, list,
+and a superseded identifier (an earlier value, then the later one the follow-up asks for). Their
+values and lines are drawn here, fresh against the session's own text.
 """
 
 from __future__ import annotations
@@ -24,7 +23,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("identifier", "number", "boolean", "date", "path", "line", "list", "superseded")
+from washexp.tasks.facts import SESSION_KINDS
+
+KINDS = tuple(SESSION_KINDS)
 
 _WORDS_A = ("rollout", "shard", "cache", "ledger", "relay", "quota", "mirror", "beacon", "vault", "index")
 _WORDS_B = ("owner", "epoch", "ticket", "anchor", "window", "marker", "target", "batch", "region", "lease")
@@ -177,14 +178,4 @@ def _needles(kind: str, key: str, value: _Value, line: str) -> tuple[str, ...]:
 
 
 def _describe(kind: str, key: str) -> str:
-    hint = {
-        "identifier": "a string, exactly as shown",
-        "superseded": "a string; it was set more than once: give the last value",
-        "number": "an integer",
-        "boolean": "a JSON boolean",
-        "date": "a string YYYY-MM-DD",
-        "path": "a string",
-        "line": "the whole text of the value, a string",
-        "list": "a JSON array of strings, in the order shown",
-    }[kind]
-    return f"The value of {key} in the tool output ({hint})."
+    return f"The value of {key} in the tool output ({SESSION_KINDS[kind]})."

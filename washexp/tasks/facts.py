@@ -5,9 +5,11 @@ how the value is written into a tool result (:meth:`Kind.render`: the lines to p
 needles (verbatim strings that must all be in a context for the field to count as retained) and
 a near miss (the same key with a value one edit off: a backup copy's, or a superseded one's).
 
-Any planter calls this module: the generator (``washexp.tasks.generate``) and an importer that
-plants facts into recorded sessions alike. Everything is drawn from a ``random.Random`` the
-caller owns, so the same draws give the same facts.
+This module declares every kind of planted fact: the generator's (:data:`KINDS`, written by
+:mod:`washexp.tasks.generate` as setting lines) and those ``washexp import --plant`` weaves into a
+recorded session (:data:`SESSION_KINDS`, written by :mod:`washexp.sessions.planting` in the form
+of the surrounding output). Everything is drawn from a ``random.Random`` the caller owns, so the
+same draws give the same facts.
 """
 
 from __future__ import annotations
@@ -19,7 +21,22 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("identifier", "integer", "decimal", "boolean", "datetime", "path", "line", "list", "mapping")
-"""Every kind, in a fixed order (a set's tasks cycle through it so that kinds are balanced)."""
+"""Every kind the generator plants, in a fixed order (a set's tasks cycle through it so that kinds
+are balanced)."""
+SESSION_KINDS = {
+    "identifier": "a string, exactly as shown",
+    "number": "an integer",
+    "boolean": "a JSON boolean",
+    "date": "a string YYYY-MM-DD",
+    "path": "a string",
+    "line": "the whole text of the value, a string",
+    "list": "a JSON array of strings, in the order shown",
+    "superseded": "a string; it was set more than once: give the last value",
+}
+"""Every kind an imported session is planted with, in the order its facts cycle through them,
+each with the type its follow-up names. Five are the generator's kinds by name; ``number`` is an
+integer, ``date`` a day with no time, and ``superseded`` an identifier set twice (what the
+generator records as a fact's ``superseded``). Their names are what ``import.json`` records."""
 
 _ALNUM = string.ascii_lowercase + string.digits
 _WORDS = (

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from washexp.errors import WashexpError, first_line
+from washexp.errors import ConfigError, WashexpError, first_line
 
 
 @contextmanager
@@ -27,10 +27,21 @@ def quiet_mlflow() -> Iterator[None]:
         logging.getLogger("alembic").setLevel(level)
 
 
-def experiment_id(uri: str, name: str) -> str | None:
-    """The id of experiment ``name`` in the store at ``uri``, or None if it has none."""
+def client(uri: str):
+    """MLflow's client on the store at ``uri``. Making it opens the store, and a URI MLflow opens
+    no store at (the plain file store, which MLflow refuses from 3.13; an unknown scheme) is an
+    input error naming it, found before any work; a server is not asked until the first call."""
+    from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
+    try:
+        return MlflowClient(uri)
+    except MlflowException as err:
+        raise ConfigError(f"{uri}: not a tracking store MLflow can open ({first_line(err)})") from None
+
+
+def experiment_id(uri: str, name: str) -> str | None:
+    """The id of experiment ``name`` in the store at ``uri``, or None if it has none."""
     from washexp.tracking.sqlite import check_store, store_path
 
     path = store_path(uri)
@@ -38,7 +49,7 @@ def experiment_id(uri: str, name: str) -> str | None:
         return None
     check_store(uri, write=False)  # MLflow would make an empty file a store, and retry a damaged one
     with quiet_mlflow():
-        found = MlflowClient(uri).get_experiment_by_name(name)
+        found = client(uri).get_experiment_by_name(name)
     return found.experiment_id if found else None
 
 
@@ -72,13 +83,11 @@ conditions read 6,600 tables, and each lookup cost six times the read)."""
 def has_run_tagged(uri: str, experiment: str, tag: str, value: str) -> bool:
     """Whether any live run of ``experiment`` has tag ``tag`` = ``value``: one run asked for, no
     table built."""
-    from mlflow.tracking import MlflowClient
-
     exp_id = experiment_id(uri, experiment)
     if exp_id is None:
         return False
     with quiet_mlflow():
-        return bool(MlflowClient(uri).search_runs([exp_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=1))
+        return bool(client(uri).search_runs([exp_id], filter_string=f"tags.`{tag}` = '{value}'", max_results=1))
 
 
 def load_table(uri: str, artifact_file: str, run_ids: list[str]):

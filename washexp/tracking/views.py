@@ -42,13 +42,12 @@ def view_state(family: str) -> dict:
 def save_view(uri: str, experiment: str, family: str) -> str | None:
     """Save the view on ``experiment`` (replacing washexp's earlier one); its id, or None if the
     store has no such experiment."""
-    from mlflow.tracking import MlflowClient
-
+    from washexp.tracking.reader import client as open_client
     from washexp.tracking.reader import quiet_mlflow
 
     key, value = f"mlflow.sharedViewState.{VIEW_KEY}", json.dumps(view_state(family), separators=(",", ":"))
     with quiet_mlflow():
-        client = MlflowClient(uri)
+        client = open_client(uri)
         found = client.get_experiment_by_name(experiment)
         if found is None:
             return None

@@ -321,10 +321,12 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks,
             if tokens is not None:
                 points[c].append((a["method"], ArmRun.parse("topn", a["topn"]), tokens, v))
         by_cohort[c] = {m: sorted(p) for m, p in series.items()}
+    drawn = list(dict.fromkeys(m for c in cohorts for m, p in by_cohort[c].items() if p))  # its lines, by name
+    against = f"{score_name} against Top N" + (f", {_listed(drawn)}" if drawn else "")
     return (
         Plot(
             f"{stem}-{score}-vs-n.png",
-            f"{score_name} against Top N, S and H" + ("; Full as a dashed line" if full else "") + _said(bars),
+            against + ("; Full as a dashed line" if full else "") + _said(bars),
             plots.score_vs_n(
                 by_cohort, full, score_name, f"{score_name.capitalize()} against Top N, by cohort", n_tasks, bars
             ),
@@ -337,6 +339,11 @@ def _plots(final: pd.DataFrame, score: str, score_name: str, stem: str, n_tasks,
             ),
         ),
     )
+
+
+def _listed(names: list[str]) -> str:
+    """``S``, ``S and H``, ``S, H and mask``."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def _said(bars: plots.Bars) -> str:
