@@ -301,6 +301,8 @@ FILE_STORE_ROWS: dict[str, Callable[[Path, Path], list[str]]] = {
         ["import", "mlflow", _file_store(tmp_path), "--experiment", "e"]
         + ["--plant", "1", "--out", str(tmp_path / "o")]
     ),
+    # checked before the server starts: no child, no port taken
+    "server": lambda root, tmp_path: ["server", "--backend-store-uri", _file_store(tmp_path), "--port", "9"],
 }
 
 
@@ -309,7 +311,7 @@ CLI_ROWS = {
     "washexp wash: --expected not UTF-8": (_wash_cli, "washexp wash: ", "expected.json: not UTF-8 (byte 0xff"),
     "washexp export: --out under a file": (_export_into_a_file, "washexp: ", "is not a folder"),
     **{
-        f"washexp {name}: --tracking-uri a file store": (argv, "washexp", f"mlruns: {FILE_STORE_SAYS}")
+        f"washexp {name}: a file store for its store": (argv, "washexp", f"mlruns: {FILE_STORE_SAYS}")
         for name, argv in FILE_STORE_ROWS.items()
     },
 }

@@ -193,6 +193,9 @@ def server(args: argparse.Namespace) -> int:
     url = f"http://{args.host}:{args.port}"
     line = f"MLflow tracking server: {url}   (python run.py tracking=server tracking.uri={url})"
     store, artifacts = args.backend_store_uri, args.artifacts_destination
+    from washexp.tracking.reader import client
+
+    client(store)  # a store MLflow cannot open is one line before the server starts, not its traceback
     return _serve(store, args.host, args.port, artifacts, lambda: (line, None), args.allow_host)
 
 
