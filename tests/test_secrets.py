@@ -87,6 +87,22 @@ def test_servers_washexp_starts_bind_127_0_0_1():
     assert [p.name for p in package.rglob("*.py") if "0.0.0.0" in p.read_text(encoding="utf-8")] == []
 
 
+def test_a_secret_that_appears_later_is_masked_from_then_on(monkeypatch):
+    """Each name's verdict is decided once (a sweep reads the environment for every record it
+    writes), yet a variable set later, or a name declared after it was read, is masked from then on."""
+    from washexp import masking
+
+    monkeypatch.setattr(masking, "_declared", set())  # this process's declarations and verdicts, left as they were
+    monkeypatch.setattr(masking, "_verdicts", {})
+    value = "later-value-c0ffee-42"
+    monkeypatch.setenv("WASHEXP_TEST_PLAIN", value)
+    assert masking.mask(f"x {value}") == f"x {value}"  # not a secret's name: kept, and its verdict remembered
+    masking.declare("WASHEXP_TEST_PLAIN")  # a configured endpoint.api_key_env naming it
+    assert masking.mask(f"x {value}") == "x ***"
+    monkeypatch.setenv("WASHEXP_TEST_API_KEY", "set-after-the-first-read")
+    assert masking.secret_values() == ["set-after-the-first-read", value]
+
+
 @pytest.mark.parametrize("path", ["../notes.md", "/etc/notes.md", "sub/../../notes.md", "..\\notes.md"])
 def test_a_plan_path_cannot_leave_the_store(path):
     item = {"file": path, "start": 1, "end": 1, "cls": "duplicate", "reason": "x", "op": "delete"}

@@ -29,6 +29,9 @@ MASK = "***"
 MIN_LEN = 8
 _NAME = re.compile(r"(?:^|_)(?:API_KEY|TOKEN)$|SECRET", re.IGNORECASE)
 _declared: set[str] = set()
+_verdicts: dict[str, bool] = {}
+"""Each variable name's :func:`is_secret`, decided once (a sweep reads the environment for every
+record it writes: the name's pattern was half of that); :func:`declare` decides its name again."""
 
 
 def declare(name: str) -> None:
@@ -36,17 +39,21 @@ def declare(name: str) -> None:
     records are masked from now on too (a parallel launcher's worker runs no ``guarded_streams``)."""
     if name:
         _declared.add(name)
+        _verdicts.pop(name, None)
     mask_logging()
 
 
 def is_secret(name: str) -> bool:
-    return name in _declared or bool(_NAME.search(name))
+    verdict = _verdicts.get(name)
+    if verdict is None:
+        verdict = _verdicts[name] = name in _declared or bool(_NAME.search(name))
+    return verdict
 
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     """The values to mask, longest first (a key holding another is masked whole)."""
     env = os.environ if env is None else env
-    found = {v for k, v in env.items() if is_secret(k) and len(v) >= MIN_LEN}
+    found = {v for k, v in env.items() if len(v) >= MIN_LEN and is_secret(k)}
     return sorted(found, key=len, reverse=True)
 
 
@@ -81,16 +88,17 @@ class _MaskingFactory:
 
     def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
         record = self.previous(*args, **kwargs)
-        if not secret_values():
+        values = secret_values()  # once for the record's message, traceback and stack
+        if not values:
             return record
         try:
-            record.msg, record.args = mask(record.getMessage()), None
+            record.msg, record.args = mask(record.getMessage(), values), None
         except (TypeError, ValueError):  # a bad format: logging reports it as it would have
             return record
         if record.exc_info and not record.exc_text:
-            record.exc_text = mask(logging.Formatter().formatException(record.exc_info))
+            record.exc_text = mask(logging.Formatter().formatException(record.exc_info), values)
         if record.stack_info:
-            record.stack_info = mask(record.stack_info)
+            record.stack_info = mask(record.stack_info, values)
         return record
 
 

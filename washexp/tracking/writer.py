@@ -66,7 +66,7 @@ from washexp.tracking.serialise import (
     param_artifact,
     param_texts,
     pointer,
-    table_json,
+    table_digest,
     unstored,
     with_ids,
     write_tree,
@@ -311,9 +311,10 @@ class MlflowTracker:
         deliver(held)
 
     def _write(self, run: Run, metrics, artifacts, manifest_extra, tags, tables, status, ended: int) -> None:
-        """The traces, one artifact upload (files and the manifest), each table by MLflow's own
-        ``log_table`` (the file and the tag MLflow's table view and ``load_table`` read, written by
-        MLflow), then the rows and the status."""
+        """The traces, each table by MLflow's own ``log_table`` (the file and the tag MLflow's table
+        view and ``load_table`` read, written by MLflow), one artifact upload (files and the
+        manifest, which names each table by the digest of the file MLflow wrote), then the rows and
+        the status."""
         frames = {rel: frame_of(data) for rel, data in tables.items()}
         if run.traces:  # first: MLflow names each trace as it stores it, and a table may name one
             self.traces.write(run.run_id, run.traces)
@@ -330,14 +331,14 @@ class MlflowTracker:
         files = {rel: mask_bytes(data, secrets) for rel, data in files.items()}  # before the digests: they name it
         params = {k: pointer(k, files[param_artifact(k)]) if k in long else t for k, t in texts.items()}
         digests = {rel: sha256_bytes(data) for rel, data in files.items()}
-        digests |= {rel: sha256_bytes(table_json(frame).encode("utf-8")) for rel, frame in frames.items()}
-        manifest = {"artifacts": dict(sorted(digests.items())), **manifest_extra}
-        blob = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
-        files["manifest.json"] = blob
         try:
-            self._store_files(run, files)
             for rel, frame in frames.items():  # sorted: the tag lists them in that order
                 self.client.log_table(run.run_id, data=frame, artifact_file=rel)
+            digests |= {rel: table_digest(run.artifact_uri, rel, frame) for rel, frame in frames.items()}
+            manifest = {"artifacts": dict(sorted(digests.items())), **manifest_extra}
+            blob = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+            files["manifest.json"] = blob
+            self._store_files(run, files)  # the manifest last: it names the tables as stored
         except Exception as err:
             if store_failure(self.uri, err, self._store_errors()) is None:
                 raise
