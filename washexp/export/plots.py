@@ -188,7 +188,8 @@ def _finish_axes(ax, cohort: str, xlabel: str, tasks: int | None = None) -> None
     ax.set_xlabel(xlabel)
     ax.set_ylim(-0.02, 1.08)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    if ax.get_legend_handles_labels()[0]:  # an empty panel has nothing to name (matplotlib warns)
+        ax.legend(loc="lower right")
 
 
 def _png(fig, axes, ylabel: str, title: str) -> bytes:
