@@ -92,6 +92,7 @@ def _arms(store: Path) -> dict[str, dict]:
     return {r.info.run_name.split(" · ")[0]: r.data for r in runs}
 
 
+@pytest.mark.slow  # a sweep of its own, no verdict: kept out of the 8-minute default suite
 def test_identity_moves_with_m_k_budget_and_ranker(store):
     args = ["task=meeting_notes", "model.generations=1"]
     run_cli(["-m", "method=mask,hybrid", "topn=0,1", *args], store)

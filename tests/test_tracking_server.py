@@ -69,6 +69,7 @@ def _sweep_through(url: str, store: Path, args: list[str]) -> list[dict]:
     return runs
 
 
+@pytest.mark.slow  # a sweep of its own, no verdict: kept out of the 8-minute default suite
 def test_a_sweep_logs_to_washexp_server(tmp_path):
     artifacts = tmp_path / "served"
     with washexp_server(f"sqlite:///{tmp_path / 'server.db'}", artifacts) as url:
@@ -112,6 +113,7 @@ def postgres():
         yield uri
 
 
+@pytest.mark.slow  # a sweep of its own, no verdict: kept out of the 8-minute default suite
 def test_a_sweep_logs_to_washexp_server_on_postgresql(postgres, tmp_path):
     with washexp_server(postgres, tmp_path / "served") as url:
         runs = _sweep_through(url, tmp_path / "client", ["method=S", "topn=0", "task=[backup]"])
