@@ -291,7 +291,7 @@ def _record(root: Path) -> str:
     return str(root / "record.json")
 
 
-FILE_STORE_SAYS = "not a tracking store MLflow can open"
+FILE_STORE_SAYS = "MLflow's file store takes no new runs"
 FILE_STORE_ROWS: dict[str, Callable[[Path, Path], list[str]]] = {
     "compare": lambda root, tmp_path: ["compare", "sweep-a", "sweep-b", "--tracking-uri", _file_store(tmp_path)],
     "export": lambda root, tmp_path: ["export", "--tracking-uri", _file_store(tmp_path), "--out", str(tmp_path / "o")],

@@ -8,6 +8,7 @@ Each case starts from a real store a real sweep wrote, damaged as a disk or a us
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -107,6 +108,27 @@ def test_a_store_on_a_read_only_mount_is_one_line(good, tmp_path):
         cwd=tmp_path,
     )
     _one_line(proc, f"{ro / 'mlflow.db'}: the tracking store cannot be written (Read-only file system)")
+
+
+@pytest.mark.parametrize("form", ["file", "path"])
+def test_a_file_store_is_one_line_before_any_work(tmp_path, form):
+    """MLflow's file store refuses new runs: said before the sweep starts, not as a failure mid-run."""
+    where = tmp_path / "mlruns"
+    uri = where.as_uri() if form == "file" else str(where)
+    env = {"MLFLOW_ALLOW_FILE_STORE": "false"}  # as if unset, whatever the machine's environment says
+    proc = run_cli([*CELL, f"tracking.uri={uri}"], tmp_path, env=env, check=False)
+    _one_line(proc, f"{uri}: MLflow's file store takes no new runs")
+    assert not where.exists()
+    export = subprocess.run(
+        [sys.executable, "-m", "washexp.cli", "export", "--tracking-uri", uri, "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, **env},
+    )
+    _one_line(export, "MLflow's file store takes no new runs")
+    assert not where.exists() and not (tmp_path / "out").exists()
 
 
 FULL = """

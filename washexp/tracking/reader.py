@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from washexp.errors import ConfigError, WashexpError, first_line
 
@@ -27,13 +28,27 @@ def quiet_mlflow() -> Iterator[None]:
         logging.getLogger("alembic").setLevel(level)
 
 
+def refuse_file_store(uri: str) -> None:
+    """MLflow's file store (a plain path or a ``file:`` URI) is refused from MLflow 3.13 unless
+    MLflow's own ``MLFLOW_ALLOW_FILE_STORE`` opts back in: an input error, asked of the URI alone,
+    so a sweep says it before any work (MLflow itself raises at the first run, mid-sweep)."""
+    scheme = urlsplit(uri).scheme
+    file_store = scheme == "file" or (len(scheme) <= 1 and "://" not in uri)  # a path ("C:" a drive)
+    if file_store and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() not in ("true", "1"):
+        raise ConfigError(
+            f"{uri}: MLflow's file store takes no new runs; name a SQLite file (sqlite:///PATH/mlflow.db) "
+            "or a tracking server, or set MLFLOW_ALLOW_FILE_STORE=true to keep the file store"
+        )
+
+
 def client(uri: str):
     """MLflow's client on the store at ``uri``. Making it opens the store, and a URI MLflow opens
-    no store at (the plain file store, which MLflow refuses from 3.13; an unknown scheme) is an
-    input error naming it, found before any work; a server is not asked until the first call."""
+    no store at (the file store, an unknown scheme) is an input error naming it, found before any
+    work; a server is not asked until the first call."""
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
+    refuse_file_store(uri)
     try:
         return MlflowClient(uri)
     except MlflowException as err:

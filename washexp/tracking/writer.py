@@ -46,6 +46,7 @@ from washexp.hashing import sha256_bytes, tree_digest
 from washexp.masking import mask, mask_bytes, secret_values
 from washexp.tracking.failures import StoreError, store_failure
 from washexp.tracking.kinds import KIND_TAG, Kind
+from washexp.tracking.reader import refuse_file_store
 from washexp.tracking.runs import (
     ERROR_TAG,
     ERROR_TYPE_TAG,
@@ -96,6 +97,7 @@ class MlflowTracker:
         # Traces are exported on our writer thread already; MLflow's own queue for them waits up to
         # 1 s on each flush (a run's traces are flushed before its status): 1.3 s a traced run.
         os.environ["MLFLOW_ENABLE_ASYNC_TRACE_LOGGING"] = "false"
+        refuse_file_store(uri)  # else MLflow refuses it at the first run, after the sweep started
         self._db = store_path(uri)
         if self._db is not None:
             check_store(uri, write=True)  # one line for an empty, damaged or read-only file, before any work
