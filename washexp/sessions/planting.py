@@ -134,8 +134,10 @@ def _value(rng: random.Random, kind: str, text: str) -> _Value:
             lambda: f"{rng.choice(_NOUNS)} {rng.randint(10, 99)} {rng.choice(_VERBS)} after {rng.randint(200, 999)} ms"
         )
         return _Value(v, v, json.dumps(v))
-    items = [fresh(lambda: f"{rng.choice(_NOUNS)}-{rng.randint(1000, 9999)}") for _ in range(3)]
-    return _Value(items, ", ".join(items), json.dumps(items))
+    if kind == "list":
+        items = [fresh(lambda: f"{rng.choice(_NOUNS)}-{rng.randint(1000, 9999)}") for _ in range(3)]
+        return _Value(items, ", ".join(items), json.dumps(items))
+    raise ValueError(f"no value is drawn for a fact of kind {kind!r}")  # a kind added to KINDS, not here
 
 
 def _insert(texts: list[str], depth: float, key: str, value: _Value) -> tuple[int, str]:
