@@ -97,7 +97,6 @@ def test_a_planted_kind_and_its_type_are_the_declared_ones(monkeypatch):
     assert "(an integer, as declared)" in planted[KINDS.index("number")].description
 
 
-
 def test_a_kind_declared_without_a_value_drawn_for_it_is_an_error(monkeypatch):
     """A kind added to the declaration but not to planting fails loudly; it was planted as a list."""
     from washexp.sessions import planting
@@ -105,6 +104,7 @@ def test_a_kind_declared_without_a_value_drawn_for_it_is_an_error(monkeypatch):
     monkeypatch.setattr(planting, "KINDS", ("duration",))
     with pytest.raises(ValueError, match="no value is drawn for a fact of kind 'duration'"):
         plant(["batch:\n  retries: 3\n" * 20], 1, seed=1)
+
 
 def test_planting_is_a_function_of_the_seed_and_follows_the_surrounding_form():
     units = [
