@@ -120,6 +120,33 @@ def test_a_file_store_is_one_line_before_any_work(tmp_path, form):
     assert not where.exists()  # every other command's refusal: test_bad_input's FILE_STORE_ROWS
 
 
+@pytest.mark.parametrize(
+    ("uri", "refused"),
+    [
+        ("file:///srv/mlruns", True),
+        ("/srv/mlruns", True),
+        ("mlruns", True),
+        ("C:/mlruns", True),
+        ("sqlite:///srv/mlflow.db", False),
+        ("http://127.0.0.1:5000", False),
+        ("postgresql://u@db/mlflow", False),
+        ("databricks", False),
+    ],
+)
+def test_only_the_file_store_is_refused_and_mlflows_own_opt_in_lets_it_through(monkeypatch, uri, refused):
+    from washexp.errors import ConfigError
+    from washexp.tracking.reader import refuse_file_store
+
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    if refused:
+        with pytest.raises(ConfigError, match="MLflow's file store takes no new runs"):
+            refuse_file_store(uri)
+    else:
+        refuse_file_store(uri)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    refuse_file_store(uri)
+
+
 FULL = """
 mount -t tmpfs -o size=7m tmpfs "$MOUNT" || exit 97
 "$PY" "$RUN" -m method=S,H topn=0..5 $ARGS > "$OUT/full.out" 2> "$OUT/full.err"; echo $? > "$OUT/full.rc"

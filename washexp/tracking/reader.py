@@ -33,7 +33,8 @@ def refuse_file_store(uri: str) -> None:
     MLflow's own ``MLFLOW_ALLOW_FILE_STORE`` opts back in: an input error, asked of the URI alone,
     so a sweep says it before any work (MLflow itself raises at the first run, mid-sweep)."""
     scheme = urlsplit(uri).scheme
-    file_store = scheme == "file" or (len(scheme) <= 1 and "://" not in uri)  # a path ("C:" a drive)
+    # a path ("C:" a drive) is the file store to MLflow; the bare word "databricks" is not a path
+    file_store = scheme == "file" or (len(scheme) <= 1 and "://" not in uri and uri != "databricks")
     if file_store and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() not in ("true", "1"):
         raise ConfigError(
             f"{uri}: MLflow's file store takes no new runs; name a SQLite file (sqlite:///PATH/mlflow.db) "
