@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,17 @@ def test_a_request_keeps_its_recording_key_and_a_repeat_has_its_own():
     assert request_key("q", first) == "8e02d46130df7b27ca884a42ac78f2a128621a5591ee315b8e552ea9d14e3c27"
     assert request_key("q", ChatRequest(messages, 0.0, 1024, {}, 1, 1, 0)) == request_key("q", first)
     assert request_key("q", ChatRequest(messages, 0.0, 1024, {}, 1, 1, 1)) != request_key("q", first)
+
+
+def test_a_draw_series_has_its_own_key_and_none_keeps_the_old_one():
+    """A wash measurement's arm draws in a series of its own (issue 49): the same words asked in two
+    series are two recordings; no series leaves every key recorded before as it was."""
+    messages = ({"role": "user", "content": "x"},)
+    first = ChatRequest(messages, 0.0, 1024, {}, 1, 1)
+    assert request_key("q", replace(first, series="")) == request_key("q", first)
+    ceiling = request_key("q", replace(first, series="ceiling · coalwash · gauge off"))
+    infinity = request_key("q", replace(first, series="infinity · coalwash · gauge off"))
+    assert len({ceiling, infinity, request_key("q", first)}) == 3
 
 
 class ClosedBookScript(Script):

@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -269,8 +270,15 @@ def test_coalwash_sweep_then_a_strict_replay_with_no_server(tmp_path):
     # a store left unchanged is asked again, never answered by replaying round 1
     assert {r["body"]["temperature"] for r in script.requests if r["kind"] != "tokenize"} == {0.7}
     asked = [json.loads(f.read_text())["request"] for f in (tmp_path / "rec").rglob("*.json")]
-    draws = {a["generation"] for a in asked if a["messages"][0]["content"].startswith("You are an outsider")}
+    outsider = [a for a in asked if a["messages"][0]["content"].startswith("You are an outsider")]
+    draws = {a["generation"] for a in outsider}
     assert draws >= set(range(1, int(superseded.data.metrics["rounds"]) + 1)), draws
+    # and each measurement's arm draws in its own series: the ceiling's round 1 and the infinity
+    # loop's on the same store are two calls, never one replayed into the other
+    series = {a.get("series") for a in outsider}
+    assert series >= {"ceiling · coalwash · gauge off", "infinity · coalwash · gauge off"}, series
+    same_words = Counter(a["messages"][0]["content"] for a in outsider if a["generation"] == 1)
+    assert max(same_words.values()) >= 2  # the same words (a store's first round) asked in two series
     # the scripted washer is deterministic: once the fat is gone its rounds copy one another, and
     # what it spent on them is counted
     assert superseded.data.metrics["rounds_copied"] >= 1

@@ -24,6 +24,9 @@ class ChatRequest:
     replay of the first; 0 leaves the request (and its recording key) as it was before repeats."""
     response_format: dict[str, Any] | None = None
     """The structured output asked for (the reader's alone); None leaves the request as it was."""
+    series: str = ""
+    """Which series of draws the call belongs to (a wash measurement's arm): the same words asked in
+    two series are two draws, never a replay of one; "" leaves the request as it was."""
 
 
 @dataclass(frozen=True)

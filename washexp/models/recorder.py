@@ -1,9 +1,10 @@
 """The recorder: every request and its response, content-addressed, replayable offline.
 
 A request's key is the sha256 of the canonical JSON (sorted keys, no spaces) of the model name,
-messages, temperature, max_tokens, extra body, generation and answer index, and the repeat index
+messages, temperature, max_tokens, extra body, generation and answer index, the repeat index
 when it is not 0 (``model.repeats``: every repeat its own recording; repeat 0 keeps the key a
-request had before repeats existed). Its record lives at
+request had before repeats existed), the structured output asked for and the draw series
+(``ChatRequest.series``) when set. Its record lives at
 ``<dir>/<key[:2]>/<key>.json``; it holds the request and the response, never a key, header or
 endpoint. A record is written to a temporary file in the same folder and then linked into place,
 so a crash leaves no half file. A request is sent under a lock file beside its record: another
@@ -62,6 +63,7 @@ def _request_dict(request: ChatRequest) -> dict[str, Any]:
         "answer": request.answer,
         **({"repeat": request.repeat} if request.repeat else {}),
         **({"response_format": request.response_format} if request.response_format else {}),
+        **({"series": request.series} if request.series else {}),
     }
 
 

@@ -138,10 +138,16 @@ class Job:
     gated: dict[str, Any] | None
     """Controlled and chain: the gated arm's washer spec."""
 
-    def washer(self, draw: int = 0):
-        """A fresh washer as configured; a model washer's calls are draw ``draw`` (a round, a wash)."""
-        model = self.washer_model.drawn(draw) if self.washer_model is not None else None
-        return _washer(dict(self.cfg.wash.washer), model)
+    def model(self, arm: str):
+        """The model layer drawing for ``arm`` of this measurement (None without a model washer):
+        each arm of each measurement its own series of draws, so no two runs of a record share one."""
+        return self.washer_model.in_series(f"{self.kind} · {arm}") if self.washer_model is not None else None
+
+    def washer(self, arm: str, draw: int):
+        """A fresh washer as configured; a model washer's calls are draw ``draw`` (a round, a wash)
+        of ``arm``'s series."""
+        model = self.model(arm)
+        return _washer(dict(self.cfg.wash.washer), model.drawn(draw) if model is not None else None)
 
     def operator(self, muscle) -> Any:
         return make_operator(self.cfg.wash.operator, tuple(muscle))
@@ -258,9 +264,11 @@ def plan_sawtooth(it: Job) -> Planned:
         with scratch_dir("sawtooth") as tmp:  # named so a killed run's copy is swept later
             operator = it.operator((n["id"], n["needle"]) for n in _feed_muscle(feed, m.sessions))
             washes = itertools.count(1)
+            series = f"gauge {gauges['configured']} · arm {work.key}"
 
             def wash(store: Path):  # each wash of the arm its own draw of a model washer
-                return pipeline.wash(store, it.washer(next(washes)), the_gauge, operator, tier="full", gates=w.gates)
+                washer = it.washer(series, next(washes))
+                return pipeline.wash(store, washer, the_gauge, operator, tier="full", gates=w.gates)
 
             arm = sawtooth.run_arm(feed, m.sessions, Path(tmp), the_gauge, wash, units[str(work.key)])
         return summary.sawtooth_arm(arm, it.config_yaml, manifest)
@@ -295,12 +303,12 @@ def plan_fidelity(it: Job) -> Planned:
     def compute(work: Work) -> Result:
         store: Store = stores[_store_arm(work.key)[0]]
         operator = it.operator((n.id, n.needle) for n in store.expected.muscle)
-        gated_model = it.washer_model if gated_cfg["name"] == cfg.wash.washer.get("name") else None
+        gated_model = it.model("gated") if gated_cfg["name"] == cfg.wash.washer.get("name") else None
         gated, ungated = fidelity.arms(
             gated_cfg,
             gated_spec,
             lambda: _washer(gated_cfg, gated_model),
-            it.washer_model,
+            it.model("plain"),
             operator,
             cfg.wash.operator,
         )
@@ -346,7 +354,8 @@ def plan_rounds(it: Job) -> Planned:
         arm_gauge = _gauge_for(arm, dict(w.gauge))
 
         def wash(d: Path, round_: int):  # each round its own draw of a model washer
-            return pipeline.wash(d, it.washer(round_), arm_gauge, operator, tier="full", gates=w.gates)
+            washer = it.washer(f"gauge {gauges[arm]}", round_)
+            return pipeline.wash(d, washer, arm_gauge, operator, tier="full", gates=w.gates)
 
         with scratch_dir("wash") as tmp:
             scratch = rounds.scratch_copy(store.path, Path(tmp) / name, store.files)

@@ -90,10 +90,18 @@ class WasherModel:
     """The round (or the n-th wash of a sawtooth arm) this model answers for: the request's ``generation``."""
     repeat: int = 0
     """The repeat of a stochastic arm (the controlled experiment's plain arm): the request's ``repeat``."""
+    series: str = ""
+    """The series of draws: a measurement's arm (the request's ``series``), so round 1 of the ceiling
+    and round 1 of the infinity loop on one store are two draws, not one answer replayed."""
 
     def drawn(self, draw: int = 0, repeat: int = 0) -> WasherModel:
-        """This model layer (same recorder, same server) answering as draw ``draw``, repeat ``repeat``."""
+        """This model layer (same recorder, same server) answering as draw ``draw``, repeat ``repeat``
+        of its series."""
         return replace(self, draw=draw, repeat=repeat)
+
+    def in_series(self, series: str) -> WasherModel:
+        """This model layer drawing in series ``series`` (from its first draw)."""
+        return replace(self, draw=0, repeat=0, series=series)
 
     @property
     def spec(self) -> dict[str, Any] | None:
@@ -113,6 +121,7 @@ class WasherModel:
             dict(self.extra_body),
             generation=self.draw,
             repeat=self.repeat,
+            series=self.series,
         )
         return meter.add(self.recorder.chat(request, None, f"wash {role}"), role)
 
