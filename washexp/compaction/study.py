@@ -37,7 +37,7 @@ from washexp.engine import family
 from washexp.engine.runner import Result, Work
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_json
-from washexp.models.cost import sum_metrics, usd
+from washexp.models.cost import CALLS_TABLE, sum_metrics, usd
 from washexp.models.llama_server import prompt_tokens_evaluated
 from washexp.models.local import flat_params
 from washexp.provenance import code_digest, package_source, public_config
@@ -226,6 +226,8 @@ def run_job(cfg, job, sweep) -> None:
         keys = recording_keys(out.artifacts) if recorder is not None else []
         if recorder is not None:  # the calls behind its recordings: cost_usd, calls_live, calls_replayed
             metrics = {**metrics, **recorder.charge(keys).metrics()}
+            if keys:  # each call it used, so a record over several sweeps counts it once
+                tables = {**tables, CALLS_TABLE: recorder.call_rows(keys)}
         if traced is not None:  # every call behind it a trace of its run; each grade names its answer's
             calls = condition_calls(traced, keys, task.id)
             tables = link_grades(tables, calls, tracker.traces.trace_id)

@@ -1,9 +1,14 @@
-"""What a record's model calls spent, per role: its runs' ``role/<role>/<what>`` metrics summed.
+"""What a record's model calls spent, per role.
 
-A run's charge (``washexp.models.cost.RoleSpend``) counts each recorded call once, live or
-replayed, with the tokens and time its recording says it took when it was made, so a record rebuilt
-by strict replay still says what its protocol costs. Each call is counted once per sweep (a summary
-shared by six arms is charged to the first); two sweeps that replay the same call count it twice.
+Each run that used calls logs them in its ``calls.json`` table (:func:`washexp.models.cost.call_row`:
+the key, the role, the tokens and time its recording says the call took when it was made, live or
+replayed), so a record rebuilt by strict replay still says what its protocol costs. The record
+counts each recording key once, however many of its runs, arms or sweeps used it: a protocol run
+over several sessions (a sweep each, resumed from the recordings) costs what one sweep would.
+
+Runs made before the table existed have only their ``role/<role>/<what>`` metrics, where a call
+is charged once per sweep (a summary shared by six arms to the first); a record with any such run
+sums those metrics, and its note says that two sweeps that used the same call count it twice.
 """
 
 from __future__ import annotations
@@ -11,25 +16,27 @@ from __future__ import annotations
 import pandas as pd
 
 from washexp.export.records import Column, Table
+from washexp.models.cost import CALLS_TABLE
+from washexp.tracking.reader import load_table
 
 WHAT = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "elapsed_s")
+PREFIX = "metrics.role/"
+HAS_CALLS = f"tags.washexp.sha256.{CALLS_TABLE}"
+"""The calls table's digest tag: a run made before the table existed has none."""
+ONCE = "Each recorded call counted once in the record, by its recording key, however many runs or sweeps used it"
+PER_SWEEP = "Each recorded call counted once per sweep"  # the committed records' words: they re-export as they were
 
 
-def role_spend(runs: pd.DataFrame) -> Table | None:
-    """One row per role over ``runs`` (a record's arm or measurement runs); None when no run spent
-    (a record of runs made before calls were counted per role, or with no model)."""
-    prefix = "metrics.role/"
-    roles = sorted({c[len(prefix) :].rsplit("/", 1)[0] for c in runs.columns if c.startswith(prefix)})
-    rows = []
-    for role in roles:
-        row: dict = {"role": role}
-        for what in WHAT:
-            column = runs.get(f"{prefix}{role}/{what}")
-            values = [] if column is None else [float(v) for v in column if not pd.isna(v)]
-            counted = runs[f"{prefix}{role}/calls"].notna().sum()
-            # a time is known only when every run that called the role has one
-            row[what] = sum(values) if values and (what != "elapsed_s" or len(values) == counted) else None
-        rows.append(row)
+def role_spend(runs: pd.DataFrame, children: pd.DataFrame, uri: str) -> Table | None:
+    """One row per role over ``runs`` (a record's arm or measurement runs) and ``children`` (their
+    condition or store runs, which used the calls); None when no run spent (runs made before calls
+    were counted per role, or no model)."""
+    spent = _spent(children)
+    listed = children[HAS_CALLS].notna() if HAS_CALLS in children.columns else pd.Series(False, index=children.index)
+    if spent.any() and listed[spent].all():  # every run that charged a call lists its calls
+        rows, how = _once(load_table(uri, CALLS_TABLE, list(children[listed]["run_id"]))), ONCE
+    else:
+        rows, how = _per_sweep(runs), PER_SWEEP
     if not rows:
         return None
     rows.append({"role": "all", **{w: _total(rows, w) for w in WHAT}})
@@ -49,11 +56,47 @@ def role_spend(runs: pd.DataFrame) -> Table | None:
             ),
         ),
         tuple(rows),
-        note="Each recorded call counted once per sweep, live or replayed, with the tokens and time its "
+        note=f"{how}, live or replayed, with the tokens and time its "
         "recording says it took when it was made (a strict replay still reports the protocol's cost). The "
         "endpoint's cache column is what the endpoint reported; llama.cpp's prefix reuse is in the arm runs' "
         "server_prompt_tokens_reused. Model time is n/a where a recording predates timed calls.",
     )
+
+
+def _spent(runs: pd.DataFrame) -> pd.Series:
+    """The runs that charged a call (a ``role/<role>/calls`` metric)."""
+    calls = [c for c in runs.columns if c.startswith(PREFIX) and c.endswith("/calls")]
+    return runs[calls].notna().any(axis=1) if calls else pd.Series(False, index=runs.index)
+
+
+def _once(calls: pd.DataFrame) -> list[dict]:
+    """Per role, the calls of ``calls`` (every run's table) each counted once by key; a role's time
+    is known only when every one of its calls has one."""
+    distinct = calls.drop_duplicates("key")
+    rows = []
+    for role, mine in sorted(distinct.groupby("role"), key=lambda kv: str(kv[0])):
+        row: dict = {"role": str(role), "calls": float(len(mine))}
+        for what in WHAT[1:4]:
+            row[what] = float(mine[what].sum())
+        row["elapsed_s"] = None if mine["elapsed_s"].isna().any() else float(mine["elapsed_s"].sum())
+        rows.append(row)
+    return rows
+
+
+def _per_sweep(runs: pd.DataFrame) -> list[dict]:
+    """Per role, the ``role/<role>/<what>`` metrics of ``runs`` summed (each a sweep's charge)."""
+    roles = sorted({c[len(PREFIX) :].rsplit("/", 1)[0] for c in runs.columns if c.startswith(PREFIX)})
+    rows = []
+    for role in roles:
+        row: dict = {"role": role}
+        for what in WHAT:
+            column = runs.get(f"{PREFIX}{role}/{what}")
+            values = [] if column is None else [float(v) for v in column if not pd.isna(v)]
+            counted = runs[f"{PREFIX}{role}/calls"].notna().sum()
+            # a time is known only when every run that called the role has one
+            row[what] = sum(values) if values and (what != "elapsed_s" or len(values) == counted) else None
+        rows.append(row)
+    return rows
 
 
 def _total(rows: list[dict], what: str) -> float | None:

@@ -15,6 +15,8 @@
   (exit 1, one line), and every run it stops carries the tag ``stopped=budget``.
 - :class:`Charge`: what a condition's calls cost (``cost_usd``, ``calls_live``,
   ``calls_replayed``), as :meth:`~washexp.models.recorder.Recorder.charge` counts it.
+- :func:`call_row`: what one call spent when it was made, a row of its run's ``calls.json`` table
+  (:data:`CALLS_TABLE`): a record over several sweeps counts each call once by its key.
 """
 
 from __future__ import annotations
@@ -149,6 +151,26 @@ def new_command() -> None:
         _BUDGETS.clear()
 
 
+CALLS_TABLE = "calls.json"
+"""The table of every call a run used (:func:`call_row` per recording key, in the order asked)."""
+
+
+def call_row(key: str, record: dict) -> dict:
+    """What the call recorded as ``record`` spent when it was made: its role, the tokens the
+    endpoint reported (0 where it reported none) and the model's time (None when the recording
+    lacks it: made before recordings timed their calls, or a refusal for length)."""
+    response = record.get("response") or {}
+    elapsed = record.get("elapsed_s")
+    return {
+        "key": key,
+        "role": record.get("role") or "call",
+        "prompt_tokens": int(response.get("prompt_tokens") or 0),
+        "completion_tokens": int(response.get("completion_tokens") or 0),
+        "cached_tokens": int(response.get("cached_tokens") or 0),
+        "elapsed_s": None if elapsed is None else float(elapsed),
+    }
+
+
 @dataclass
 class RoleSpend:
     """What one role's calls spent when they were made: as their recordings say (issue 49)."""
@@ -162,13 +184,13 @@ class RoleSpend:
     """The model's time for them, retries included; None once a recording lacks it (made before
     recordings timed their calls, or a refusal for length)."""
 
-    def add(self, record: dict) -> None:
-        response = record.get("response") or {}
+    def add(self, row: dict) -> None:
+        """Count one call (:func:`call_row`)."""
         self.calls += 1
-        self.prompt_tokens += response.get("prompt_tokens") or 0
-        self.completion_tokens += response.get("completion_tokens") or 0
-        self.cached_tokens += response.get("cached_tokens") or 0
-        elapsed = record.get("elapsed_s")
+        self.prompt_tokens += row["prompt_tokens"]
+        self.completion_tokens += row["completion_tokens"]
+        self.cached_tokens += row["cached_tokens"]
+        elapsed = row["elapsed_s"]
         self.elapsed_s = None if self.elapsed_s is None or elapsed is None else self.elapsed_s + elapsed
 
     def metrics(self, role: str) -> dict[str, float]:

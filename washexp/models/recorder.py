@@ -44,7 +44,7 @@ from washexp.errors import ConfigError, ModelError
 from washexp.hashing import canonical_hash
 from washexp.masking import mask
 from washexp.models.base import ChatRequest, ChatResponse, Model, OverWindow
-from washexp.models.cost import Budget, Charge, Price, RoleSpend
+from washexp.models.cost import Budget, Charge, Price, RoleSpend, call_row
 
 MODES = ("auto", "strict")
 
@@ -175,6 +175,12 @@ class Recorder:
         with self._lock:
             return list(self._seen)
 
+    def call_rows(self, keys) -> list[dict]:
+        """What each call behind ``keys`` spent when it was made (:func:`~washexp.models.cost.call_row`),
+        each key once, whichever run it was charged to: a run's ``calls.json`` table."""
+        with self._lock:
+            return [call_row(key, self._seen.get(key, {})) for key in dict.fromkeys(keys)]
+
     def charge(self, keys) -> Charge:
         """What the calls behind ``keys`` cost, each key counted once per recorder (in the first
         charge that names it): a call this recorder sent is live (its cost), any other recording
@@ -189,8 +195,8 @@ class Recorder:
                 if key in self._charged:
                     continue
                 self._charged.add(key)
-                record = self._seen.get(key, {})
-                roles.setdefault(record.get("role") or "call", RoleSpend()).add(record)
+                row = call_row(key, self._seen.get(key, {}))
+                roles.setdefault(row["role"], RoleSpend()).add(row)
                 if key in self._live:
                     live += 1
                     cost = self._live[key]

@@ -180,7 +180,7 @@ def _record(
     if repeats is not None:
         tables.append(repeats)
     tables.append(_preflight_table(pre))
-    if (spent := role_spend(arms)) is not None:  # runs since calls were counted per role (issue 49)
+    if (spent := role_spend(arms, conds, uri)) is not None:  # runs since calls were counted per role (issue 49)
         tables.append(spent)
 
     stem = f"compaction-{platform}-{date}"

@@ -30,7 +30,7 @@ from washexp.engine import family
 from washexp.engine.runner import Result, Work
 from washexp.errors import ConfigError, ModelError
 from washexp.hashing import tree_digest
-from washexp.models.cost import sum_metrics
+from washexp.models.cost import CALLS_TABLE, sum_metrics
 from washexp.models.llama_server import prompt_tokens_evaluated
 from washexp.models.local import flat_params
 from washexp.provenance import code_digest, files_digest, package_source, public_config
@@ -384,7 +384,10 @@ def _charged(compute, summarize, recorder):
     def charged_compute(work: Work) -> Result:
         before = recorder.used()
         result = compute(work)
-        result.metrics.update(recorder.charge(recorder.used()[len(before) :]).metrics())
+        keys = recorder.used()[len(before) :]
+        result.metrics.update(recorder.charge(keys).metrics())
+        if keys:  # each call it used, so a record over several sweeps counts it once
+            result.tables[CALLS_TABLE] = recorder.call_rows(keys)
         return result
 
     def charged_summarize(results) -> Result:

@@ -114,7 +114,7 @@ def _record(model: str, parents: pd.DataFrame, kids: pd.DataFrame, options, left
     cost = _cost_table(parents)
     if cost is not None:
         tables.append(cost)
-    if (spent := role_spend(parents)) is not None:  # runs since calls were counted per role (issue 49)
+    if (spent := role_spend(parents, kids, options.uri)) is not None:  # runs since calls were counted (issue 49)
         tables.append(spent)
     for _, kid in kids[kids[f"tags.{KIND_TAG}"] == Kind.WASH_STORE].iterrows():
         for rd in json_artifact(options.uri, kid["run_id"], "rounds.json") or []:
