@@ -13,6 +13,8 @@ sums those metrics, and its note says that two sweeps that used the same call co
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from washexp.export.records import Column, Table
@@ -78,7 +80,8 @@ def _once(calls: pd.DataFrame) -> list[dict]:
         row: dict = {"role": str(role), "calls": float(len(mine))}
         for what in WHAT[1:4]:
             row[what] = float(mine[what].sum())
-        row["elapsed_s"] = None if mine["elapsed_s"].isna().any() else float(mine["elapsed_s"].sum())
+        # fsum: the same sum in whatever order the runs come (a replay's run ids sort otherwise)
+        row["elapsed_s"] = None if mine["elapsed_s"].isna().any() else math.fsum(mine["elapsed_s"])
         rows.append(row)
     return rows
 
