@@ -8,7 +8,8 @@ over several sessions (a sweep each, resumed from the recordings) costs what one
 
 Runs made before the table existed have only their ``role/<role>/<what>`` metrics, where a call
 is charged once per sweep (a summary shared by six arms to the first); a record with any such run
-sums those metrics, and its note says that two sweeps that used the same call count it twice.
+sums those metrics, so two sweeps that used the same call count it twice, and its note says
+"counted once per sweep".
 """
 
 from __future__ import annotations
