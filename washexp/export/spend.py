@@ -22,7 +22,8 @@ from washexp.export.records import Column, Table
 from washexp.models.cost import CALLS_TABLE
 from washexp.tracking.reader import load_table
 
-WHAT = ("calls", "prompt_tokens", "completion_tokens", "cached_tokens", "elapsed_s")
+TOKENS = ("prompt_tokens", "completion_tokens", "cached_tokens")
+WHAT = ("calls", *TOKENS, "elapsed_s")
 PREFIX = "metrics.role/"
 HAS_CALLS = f"tags.washexp.sha256.{CALLS_TABLE}"
 """The calls table's digest tag: a run made before the table existed has none."""
@@ -79,7 +80,7 @@ def _once(calls: pd.DataFrame) -> list[dict]:
     rows = []
     for role, mine in sorted(distinct.groupby("role"), key=lambda kv: str(kv[0])):
         row: dict = {"role": str(role), "calls": float(len(mine))}
-        for what in WHAT[1:4]:
+        for what in TOKENS:
             row[what] = float(mine[what].sum())
         # fsum: the same sum in whatever order the runs come (a replay's run ids sort otherwise)
         row["elapsed_s"] = None if mine["elapsed_s"].isna().any() else math.fsum(mine["elapsed_s"])
