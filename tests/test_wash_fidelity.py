@@ -283,3 +283,6 @@ def test_coalwash_as_the_gated_arm_and_plain_beside_it_against_the_scripted_serv
     arms = {r["arm"] for r in record["tables"]["controlled"]["rows"]}
     assert arms == {"unchecked", "gated coalwash", "truncate", "plain"}
     assert {r["chain"] for r in record["tables"]["chain"]["rows"]} == {"truncate", "plain", "gated coalwash"}
+    # every seat that asked the model is named, the plain arm's beside the gated washer's own
+    seats = record["provenance"]["model per seat that made a call"]
+    assert seats == {f"coalwash: {kind}": "scripted-wash-model" for kind in kinds}

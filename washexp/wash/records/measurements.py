@@ -290,16 +290,27 @@ def _compare_data(kids: pd.DataFrame, uri: str) -> dict[str, list]:
 
 
 def _seats(kids: pd.DataFrame, model: str) -> dict[str, str]:
-    """Per washer, each seat whose runs made a model call (``calls/<seat>``) -> the model; a washer
-    whose runs made none is named as such."""
+    """Per washer, each seat whose runs made a model call -> the model; a washer whose runs made
+    none is named as such. A seat's calls are ``calls/<seat>`` (a wash's own seats) or
+    ``role/wash <seat>/calls`` (every call a run made, the controlled and chain experiments' gated and
+    plain arms included: those log no ``calls/``)."""
     out = {}
     for washer, runs in kids.groupby(_tag(kids, "washer"), sort=True):
-        calls = [c for c in runs.columns if c.startswith("metrics.calls/") and runs[c].fillna(0).sum() > 0]
-        for col in sorted(calls):
-            out[f"{washer}: {col.removeprefix('metrics.calls/')}"] = model
-        if not calls:
+        seats = sorted({seat for col in runs.columns if (seat := _seat(col)) and runs[col].fillna(0).sum() > 0})
+        for seat in seats:
+            out[f"{washer}: {seat}"] = model
+        if not seats:
             out[str(washer)] = "no model call (rule-based)" if washer == "reference" else "no model call recorded"
     return out
+
+
+def _seat(column: str) -> str | None:
+    """The seat a calls column counts (None: not a calls column)."""
+    if column.startswith("metrics.calls/"):
+        return column.removeprefix("metrics.calls/")
+    if column.startswith("metrics.role/wash ") and column.endswith("/calls"):
+        return column.removeprefix("metrics.role/wash ").removesuffix("/calls")
+    return None
 
 
 def _releases(parents: pd.DataFrame, kids: pd.DataFrame) -> dict[str, str]:
