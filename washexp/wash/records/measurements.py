@@ -18,6 +18,7 @@ from washexp.errors import WashexpError
 from washexp.export import plots, selection
 from washexp.export.records import Column, Plot, Record, Table
 from washexp.export.run_facts import run_facts
+from washexp.export.spend import PREFIX as ROLE_METRICS
 from washexp.export.spend import role_spend
 from washexp.tracking.kinds import KIND_TAG, Kind, MeasurementRun
 from washexp.tracking.reader import json_artifact
@@ -308,8 +309,8 @@ def _seat(column: str) -> str | None:
     """The seat a calls column counts (None: not a calls column)."""
     if column.startswith("metrics.calls/"):
         return column.removeprefix("metrics.calls/")
-    if column.startswith("metrics.role/wash ") and column.endswith("/calls"):
-        return column.removeprefix("metrics.role/wash ").removesuffix("/calls")
+    if column.startswith(f"{ROLE_METRICS}wash ") and column.endswith("/calls"):
+        return column.removeprefix(f"{ROLE_METRICS}wash ").removesuffix("/calls")
     return None
 
 
