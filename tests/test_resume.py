@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from contextlib import closing
@@ -16,7 +17,9 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, SCRIPTED_ENV, run_cli, scripted_model
+from tests.openai_server import HOLD_LIMIT_S, Script, serve
+from washexp.app import STOPPED
 
 # 3 arms x 14 conditions: killed in the second (after 18), before the end; more arms would only
 # repeat the third's path (resuming after the killed arm)
@@ -43,18 +46,18 @@ def _finished_conditions(store: Path) -> int:
     return count
 
 
-def _start(store: Path) -> subprocess.Popen:
+def _start(store: Path, sweep: list[str] = SWEEP, env: dict[str, str] | None = None) -> subprocess.Popen:
     args = [
         f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
         f"tracking.artifacts={store / 'mlruns'}",
         f"hydra.sweep.dir={store / 'multirun'}",
     ]
     return subprocess.Popen(
-        [sys.executable, str(ROOT / "run.py"), *SWEEP, *args],
+        [sys.executable, str(ROOT / "run.py"), *sweep, *args],
         cwd=store,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env={**os.environ, "CI": "1"},
+        env={**os.environ, "CI": "1", **(env or {})},
     )
 
 
@@ -97,3 +100,36 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path, sig):
         r.info.run_id for r in before if r.info.status == "FINISHED" and r.data.tags["washexp.kind"] == "condition"
     }
     assert done_before <= {r.info.run_id for r in finished}  # finished work was reused, not redone
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "name"),
+    [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")],
+    ids=["Ctrl-C", "SIGTERM"],
+)
+def test_a_stop_ends_the_command_at_once_in_one_line_with_the_shells_code(tmp_path, sig, code, name):
+    """Ctrl-C or SIGTERM while a model call is on its way: the open runs end KILLED, and the
+    command ends on one line with 128 + the signal, never a traceback, and without waiting for
+    the call (here held unanswered until the command has ended)."""
+    script = Script()
+    released = threading.Event()
+    script.hold = {"S": released.is_set}
+    with serve(script) as url:
+        # the client would wait far longer than the server holds the call (HOLD_LIMIT_S): a
+        # command that waited for it would end only when the test lets the server answer
+        model = [*scripted_model(url, tmp_path / "recordings"), "endpoint.timeout_s=3600"]
+        proc = _start(tmp_path, ["-m", "method=S", "topn=0", "task=payment", *model], SCRIPTED_ENV)
+        try:
+            while not any(r["kind"] == "S" for r in script.requests):
+                assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+                time.sleep(0.05)
+            proc.send_signal(sig)
+            said = proc.communicate(timeout=HOLD_LIMIT_S / 2)[1].decode()
+        finally:
+            released.set()
+            if proc.poll() is None:
+                proc.kill()
+    assert (proc.returncode, said.splitlines()[-1:]) == (code, [f"washexp: {STOPPED.format(name)}"]), said
+    assert "Traceback" not in said
+    statuses = Counter(r.info.status for r in _runs(tmp_path))
+    assert statuses["KILLED"] >= 1 and statuses["RUNNING"] == 0, statuses

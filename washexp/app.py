@@ -28,10 +28,19 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from washexp.config import SHORT_KEYS, SHORT_PREFIXES, Config, register
 from washexp.engine.ledger import closing_lines
-from washexp.engine.sweep import Sweep, raise_if_stopped, sigint_as_interrupt, sigterm_as_exit, watch_stops
+from washexp.engine.sweep import (
+    INTERRUPTED,
+    TERMINATED,
+    Sweep,
+    raise_if_stopped,
+    sigint_as_interrupt,
+    sigterm_as_exit,
+    watch_stops,
+)
 from washexp.errors import USAGE, ConfigError, ModelError, WashexpError, exit_code, fail, first_line
 from washexp.inputs import check_config_tree
 from washexp.masking import declare, guarded_streams
@@ -39,6 +48,7 @@ from washexp.models.cost import new_command
 from washexp.registry import close_names, did_you_mean
 
 HELP_FLAGS = {"--help", "-h"}
+STOPPED = "stopped by {}: the finished runs are kept, and the same command resumes the rest"
 _RANGE = re.compile(r"^([\w.]+)=(-?\d+)\.\.(-?\d+)$")
 log = logging.getLogger("washexp")
 
@@ -294,7 +304,27 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
     """``root``: the project (the folder holding ``conf/`` and ``run.py``); by default found
     from the working directory. Output and logs are masked and safe from a closed pipe."""
     with guarded_streams():
-        return _main(argv, root)
+        try:
+            return _main(argv, root)
+        except KeyboardInterrupt:  # Ctrl-C: its open runs ended KILLED as it unwound
+            print(f"washexp: {STOPPED.format('Ctrl-C')}", file=sys.stderr)
+            return INTERRUPTED
+        except SystemExit as stop:
+            if stop.code != TERMINATED:
+                raise
+            print(f"washexp: {STOPPED.format('SIGTERM')}", file=sys.stderr)
+            return TERMINATED
+
+
+def leave(code: int) -> NoReturn:
+    """Exit ``run.py`` with ``code``. A command a signal stopped has closed its runs and servers
+    already: it leaves at once rather than wait at the interpreter's exit for a model call still
+    in flight, which an endpoint may take minutes to answer and nobody would read."""
+    if code in (INTERRUPTED, TERMINATED):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def _main(argv: list[str] | None, root: Path | None) -> int:

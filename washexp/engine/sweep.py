@@ -34,8 +34,12 @@ the command would go on and end 0. So each stop is also kept here and raised aga
 check (:func:`raise_if_stopped`: the schedule's loop, each job's start, the command's end)."""
 
 
+INTERRUPTED, TERMINATED = 130, 143
+"""The exit codes of a command stopped by Ctrl-C or SIGTERM: the shell's own (128 + the signal)."""
+
+
 def sigterm_as_exit(*_):
-    raise _stop(SystemExit(143))  # unwinds like Ctrl-C: open runs end KILLED, servers stop
+    raise _stop(SystemExit(TERMINATED))  # unwinds like Ctrl-C: open runs end KILLED, servers stop
 
 
 def sigint_as_interrupt(*_):
