@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import ROOT, SCRIPTED_ENV, run_cli, scripted_model
+from tests.conftest import ROOT, SCRIPTED_ENV, new_store_copy, run_cli, scripted_model
 from tests.openai_server import HOLD_LIMIT_S, Script, serve
 from washexp.app import STOPPED
 
@@ -118,6 +118,7 @@ def test_a_stop_ends_the_command_at_once_in_one_line_with_the_shells_code(tmp_pa
         # the client would wait far longer than the server holds the call (HOLD_LIMIT_S): a
         # command that waited for it would end only when the test lets the server answer
         model = [*scripted_model(url, tmp_path / "recordings"), "endpoint.timeout_s=3600"]
+        new_store_copy(tmp_path / "mlflow.db")  # the store's making is not what this test checks
         proc = _start(tmp_path, ["-m", "method=S", "topn=0", "task=payment", *model], SCRIPTED_ENV)
         try:
             while not any(r["kind"] == "S" for r in script.requests):
