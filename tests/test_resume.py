@@ -104,8 +104,8 @@ def test_killed_sweep_resumes_without_duplicates(tmp_path, sig):
 
 @pytest.mark.parametrize(
     ("sig", "code", "name"),
-    [(signal.SIGINT, 130, "Ctrl-C"), (signal.SIGTERM, 143, "SIGTERM")],
-    ids=["Ctrl-C", "SIGTERM"],
+    [(signal.SIGINT, 130, "Ctrl-C"), pytest.param(signal.SIGTERM, 143, "SIGTERM", marks=pytest.mark.slow)],
+    ids=["Ctrl-C", "SIGTERM"],  # SIGTERM takes Ctrl-C's path to its own code and word
 )
 def test_a_stop_ends_the_command_at_once_in_one_line_with_the_shells_code(tmp_path, sig, code, name):
     """Ctrl-C or SIGTERM while a model call is on its way: the open runs end KILLED, and the
