@@ -34,6 +34,7 @@ from washexp.config import SHORT_KEYS, SHORT_PREFIXES, Config, register
 from washexp.engine.ledger import closing_lines
 from washexp.engine.sweep import (
     INTERRUPTED,
+    STOPS,
     TERMINATED,
     Sweep,
     raise_if_stopped,
@@ -307,20 +308,20 @@ def main(argv: list[str] | None = None, root: Path | None = None) -> int:
         try:
             return _main(argv, root)
         except KeyboardInterrupt:  # Ctrl-C: its open runs ended KILLED as it unwound
-            print(f"washexp: {STOPPED.format('Ctrl-C')}", file=sys.stderr)
-            return INTERRUPTED
+            code = INTERRUPTED
         except SystemExit as stop:
             if stop.code != TERMINATED:
                 raise
-            print(f"washexp: {STOPPED.format('SIGTERM')}", file=sys.stderr)
-            return TERMINATED
+            code = TERMINATED
+        print(f"washexp: {STOPPED.format(STOPS[code])}", file=sys.stderr)
+        return code
 
 
 def leave(code: int) -> NoReturn:
     """Exit ``run.py`` with ``code``. A command a signal stopped has closed its runs and servers
     already: it leaves at once rather than wait at the interpreter's exit for a model call still
     in flight, which an endpoint may take minutes to answer and nobody would read."""
-    if code in (INTERRUPTED, TERMINATED):
+    if code in STOPS:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

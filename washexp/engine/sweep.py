@@ -36,6 +36,8 @@ check (:func:`raise_if_stopped`: the schedule's loop, each job's start, the comm
 
 INTERRUPTED, TERMINATED = 130, 143
 """The exit codes of a command stopped by Ctrl-C or SIGTERM: the shell's own (128 + the signal)."""
+STOPS = {INTERRUPTED: "Ctrl-C", TERMINATED: "SIGTERM"}
+"""Each stop's exit code, and the word a user knows it by."""
 
 
 def sigterm_as_exit(*_):
