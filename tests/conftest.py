@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
+import io
 import os
 import shutil
 import subprocess
@@ -69,6 +71,22 @@ def run_cli(
     if check and proc.returncode != 0:
         raise AssertionError(f"run.py {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
+
+
+def washexp_cli(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """``washexp ARGV`` from ``cwd``, run in this process: its exit code and what it printed,
+    MLflow's log lines included (its handler writes to the ``sys.stderr`` of the moment). What a
+    child process gives, without the seconds a new interpreter spends importing MLflow; a test of
+    signals, pipes or a command's own process keeps the child."""
+    from washexp.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as exit_:  # argparse's usage errors and --help
+            code = exit_.code
+    return subprocess.CompletedProcess(["washexp", *argv], code, out.getvalue(), err.getvalue())
 
 
 SCRIPTED_ENV = {"OPENAI_API_KEY": "sk-test-0", "CI": "1"}

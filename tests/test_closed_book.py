@@ -6,13 +6,11 @@ arm with a reader (the scripted server) is tested in ``test_repeats.py``."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, washexp_cli
 from tests.test_export import export
 from washexp.compaction.inputs.context import closed_book_context, full_context
 from washexp.compaction.inputs.fixtures import load_tasks
@@ -88,12 +86,7 @@ def test_the_record_shows_retention_only_offline(offline):
 
 def test_compare_handles_the_closed_book(offline):
     _, _, _, path = offline
-    proc = subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "compare", str(path), str(path), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = washexp_cli("compare", str(path), str(path), "--json")
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout)
     means = found.get("data", found).get("means") if isinstance(found, dict) else None

@@ -11,32 +11,20 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, washexp_cli
 from washexp.wash.records.compare import needle_class
 
 WASH = ["benchmark=wash", "measurement=ceiling", "store=[near-wall,lean]", "operator=approve-all"]
 
 
 def _compare(store: Path, *args: str, experiment: str = "wash") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "compare", *args, "--experiment", experiment]
-        + ["--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    return washexp_cli("compare", *args, "--experiment", experiment, "--tracking-uri", uri)
 
 
 def _run_export(store: Path, out: Path, experiment: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "export", "--experiment", experiment, *args]
-        + ["--tracking-uri", f"sqlite:///{store / 'mlflow.db'}", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    return washexp_cli("export", "--experiment", experiment, *args, "--tracking-uri", uri, "--out", str(out))
 
 
 def _export(store: Path, out: Path, experiment: str, *args: str) -> Path:

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,7 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import ROOT, run_cli, scripted_model
+from tests.conftest import run_cli, scripted_model, washexp_cli
 from tests.openai_server import Script, serve
 from washexp.errors import ConfigError
 from washexp.models.base import ChatRequest
@@ -241,15 +239,8 @@ def _runs(store: Path, model: str = "m") -> dict[str, object]:
 
 
 def _export(store: Path, experiment: str = "compaction") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "export", "--experiment", experiment]
-        + ["--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"]
-        + ["--out", str(store / "results")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    return washexp_cli("export", "--experiment", experiment, "--tracking-uri", uri, "--out", str(store / "results"))
 
 
 def _recorded(recordings: Path) -> list[dict]:

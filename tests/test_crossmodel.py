@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import run_cli, washexp_cli
 from tests.openai_server import Script, serve
 from tests.wash_model_server import WashScript
 from washexp.errors import WashexpError
@@ -31,13 +30,7 @@ KEY = {"OPENAI_API_KEY": "sk-test-crossmodel", "CI": "1"}
 
 
 def _cli(store: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "washexp.cli", *args, "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+    return washexp_cli(*args, "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}")
 
 
 def _sweep_id(store: Path, experiment: str) -> str:

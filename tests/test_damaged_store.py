@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, washexp_cli
 
 CELL = ["method=S", "topn=0", "task=payment"]
 
@@ -76,13 +76,7 @@ def test_a_damaged_store_is_one_line_before_any_work(good, tmp_path, damage, exp
     before = db.read_bytes()
     line = _one_line(run_cli(["method=S", "topn=1", "task=payment"], store, check=False), expected)
     assert str(db) in line and db.read_bytes() == before  # nothing written: an empty file stays empty
-    export = subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "export", "--tracking-uri", f"sqlite:///{db}", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+    export = washexp_cli("export", "--tracking-uri", f"sqlite:///{db}", "--out", str(tmp_path))
     _one_line(export, expected)
     assert db.read_bytes() == before and not list(tmp_path.glob("*.json"))
 

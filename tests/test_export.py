@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from statistics import mean
 
@@ -12,7 +11,7 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, washexp_cli
 from tests.test_decide import brute_p
 from washexp.engine.ledger import decision_lines
 from washexp.export import bootstrap
@@ -21,22 +20,7 @@ TASKS = "task=[backup,refactor,meeting_notes,payment]"  # payment is primary, th
 
 
 def export(store: Path, out: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "washexp.cli",
-            "export",
-            "--tracking-uri",
-            f"sqlite:///{store / 'mlflow.db'}",
-            "--out",
-            str(out),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = washexp_cli("export", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}", "--out", str(out), *extra)
     if check and proc.returncode != 0:
         raise AssertionError(f"export exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
@@ -286,20 +270,8 @@ def test_user_errors_are_one_line(study, tmp_path):
 def test_a_store_of_full_arms_alone_exports(tmp_path):
     """Full carries no top-N tag, so a store holding Full arms only has no top-N column at all (the
     export once died on it with a KeyError)."""
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT, run_cli
-
     run_cli(["method=full", "task=[backup,refactor]"], tmp_path)
-    proc = subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "export", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
-        + ["--out", str(tmp_path / "results")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = export(tmp_path, tmp_path / "results", check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert list((tmp_path / "results").glob("compaction-reference-*.json"))
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import washexp_cli
 from washexp.cli import main
 from washexp.compaction.inputs.fixtures import load_tasks
 from washexp.needles import contains
@@ -415,7 +416,5 @@ def test_mlflow_traces_written_by_mlflow_round_trip_to_a_verified_record(tmp_pat
     assert len(full) == 2 and all(r.data.metrics["retention"] == 1.0 for r in full)
     export(store, store / "results", "--bundle")
     (record,) = (store / "results").glob("compaction-reference-*.json")
-    verified = subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "verify", str(record)], capture_output=True, text=True, timeout=300
-    )
+    verified = washexp_cli("verify", str(record))
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -13,15 +13,12 @@ are sampled (generation temperature 0.7): three distinct generations per task.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import ROOT, run_cli, scripted_model, without_calls
+from tests.conftest import run_cli, scripted_model, washexp_cli, without_calls
 from tests.openai_server import H_BODY, Script, serve
 from washexp.compaction.inputs.context import follow_up
 from washexp.compaction.inputs.meter import ENDPOINT
@@ -145,14 +142,7 @@ def test_default_h_is_the_studys_and_reaches_the_s_carrier(panel):
 def test_record_reports_api_tokens_distinct_generations_and_method_notes(panel):
     root, *_ = panel
     out = root / "results"
-    proc = subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "export", "--tracking-uri", f"sqlite:///{root / 'store' / 'mlflow.db'}"]
-        + ["--out", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    proc = washexp_cli("export", "--tracking-uri", f"sqlite:///{root / 'store' / 'mlflow.db'}", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads(next(out.glob("compaction-*.json")).read_text())
     tables = record["tables"]

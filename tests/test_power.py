@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.conftest import washexp_cli
 from washexp import power
 from washexp.export import decide
 
@@ -20,9 +20,7 @@ SIM_SEED = 50_3
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "power", *args], capture_output=True, text=True, timeout=120
-    )
+    return washexp_cli("power", *args)
 
 
 def test_components_split_a_simulated_record():

@@ -10,12 +10,11 @@ import re
 import shlex
 import sqlite3
 import subprocess
-import sys
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, washexp_cli
 from washexp.errors import WashexpError
 from washexp.export import ExportOptions, build
 from washexp.listing import render, sweep_rows
@@ -36,9 +35,7 @@ def _sweep_id(stdout: str) -> str:
 
 
 def _washexp(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "washexp.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
-    )
+    return washexp_cli(*args)
 
 
 @pytest.fixture(scope="module")

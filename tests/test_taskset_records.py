@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, washexp_cli
 from washexp.tasks import manifest
 from washexp.tasks.generate import Params, generate
 
@@ -24,11 +22,9 @@ def recorded(tmp_path_factory):
     generate(Params(n=3, min_tokens=1000, max_tokens=1000, units=11, facts=9), 5, root / "set")
     run_cli(["-m", "method=full,S", "topn=0", f"benchmark.fixtures={root / 'set'}"], root / "store", premade=True)
     out = root / "out"
-    subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "export", "--bundle", "--out", str(out), "--tracking-uri",
-         f"sqlite:///{root / 'store' / 'mlflow.db'}"],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
+    uri = f"sqlite:///{root / 'store' / 'mlflow.db'}"
+    exported = washexp_cli("export", "--bundle", "--out", str(out), "--tracking-uri", uri)
+    assert exported.returncode == 0, exported.stderr
     (record,) = out.glob("compaction-*.json")
     return root, record, json.loads(record.read_text())
 
@@ -48,7 +44,7 @@ def test_the_record_names_the_manifest_and_cuts_by_type_and_depth(recorded):
 
 def test_the_record_verifies_from_its_bundle(recorded):
     _, path, _ = recorded
-    proc = subprocess.run([sys.executable, "-m", "washexp.cli", "verify", str(path)], capture_output=True, text=True)
+    proc = washexp_cli("verify", str(path))
     assert proc.returncode == 0, proc.stderr
 
 

@@ -8,13 +8,13 @@ CoalWash's own caliper.mjs run under Node on the same folders.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import washexp_cli
 from washexp.errors import WashexpError
 from washexp.wash.coalwash.caliper import READ_BUDGET_BYTES, measure, mech_fat, mech_fat_split
 from washexp.wash.coalwash.gauge import STATE_NAME
@@ -252,15 +252,7 @@ def test_a_missing_store_is_an_error_naming_it(tmp_path):
 
 
 def _caliper(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "washexp.cli", "caliper", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    return washexp_cli("caliper", *args, cwd=cwd)
 
 
 def test_cli_one_line(tmp_path):
