@@ -215,6 +215,19 @@ RUN_PY_ROWS = {
         "sessions.yaml: not valid YAML at line 3 column 1",
     ),
     "feed not UTF-8": (insert_byte(FEED_FILE), SAWTOOTH, "sessions.yaml: not UTF-8 (byte 0xe9 at offset 10)"),
+    # a sweep checks every job's config before the first job runs: the reference washer's job would
+    # run, then its coalwash twin refuse the model, and the store would hold a half sweep
+    "a later job's model": (
+        nothing,
+        ["-m", "benchmark=wash", "store=lean", "washer=reference,coalwash", "model=local", "model.weights=null"]
+        + ["model.gguf=/no/such.gguf"],
+        "model.gguf='/no/such.gguf': no such file",
+    ),
+    "a later job's family": (
+        nothing,
+        ["-m", "benchmark=wash", "store=lean", "measurement=ceiling,cycles"],
+        "measurement=cycles is the compaction benchmark's (benchmark=compaction), not wash's",
+    ),
     # the cliff generates its own sets: a setting the arm's plan refuses is found before the first one
     "cliff with a bad setting": (nothing, [*CLIFF, "model.repeats=0"], "model.repeats=0: must be >= 1"),
 }

@@ -140,7 +140,6 @@ def _job_info(root: Path):
 
 
 def _run_job(cfg, sweep: Sweep) -> None:
-    from omegaconf import OmegaConf
 
     from washexp.benchmarks import JOBS
 
@@ -148,13 +147,27 @@ def _run_job(cfg, sweep: Sweep) -> None:
     if sweep.endpoint_down:
         return  # the sweep's endpoint failed in an earlier job: every job would wait and fail alike
     with _settled(sweep):
-        check_known_keys(cfg)
-        check_family(cfg)
-        config = OmegaConf.to_object(cfg)
-        assert isinstance(config, Config)  # the tree is washexp_schema's (washexp.config.register)
+        config = check_job(cfg)
         declare(config.endpoint.api_key_env)  # its value is masked, and kept from a command washer
         _check_tracking_server(config.tracking, sweep)
         JOBS.get(config.benchmark.name)(config, _job_info(sweep.root), sweep)
+
+
+def check_job(cfg) -> Config:
+    """The job's config as washexp's typed tree, once every refusal its config alone decides has
+    passed (keys, family, types, the family's own ``check``): nothing read, written or started. The
+    sweeper runs it on every job of a sweep before the first (``hydra_plugins/washexp_sweeper``),
+    so such a usage error in any job ends the sweep with exit 2 before any work."""
+    from omegaconf import OmegaConf
+
+    from washexp.benchmarks import CHECKS
+
+    check_known_keys(cfg)
+    check_family(cfg)
+    config = OmegaConf.to_object(cfg)
+    assert isinstance(config, Config)  # the tree is washexp_schema's (washexp.config.register)
+    CHECKS.get(config.benchmark.name)(cfg)
+    return config
 
 
 FAMILY_NODES = ("compaction", "wash")
@@ -377,6 +390,8 @@ def _main(argv: list[str] | None, root: Path | None) -> int:
         except (HydraException, OmegaConfBaseException) as err:
             print(f"washexp: bad config: {one_line(err)}", file=sys.stderr)
             return 2
+        except ConfigError as err:  # the sweeper's check of every job, before the first ran
+            return fail("washexp", err, USAGE)
         finally:
             sweep.collect()  # what jobs in other processes reported
             try:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from washexp.registry import Registry
 
-JOBS = Registry(
-    "benchmark", {"compaction": "washexp.compaction.jobs:run_job", "wash": "washexp.wash.measure.study:run_job"}
-)
-"""``benchmark.name`` -> ``run_job(cfg, job, sweep)``."""
+FAMILIES = {"compaction": "washexp.compaction.jobs", "wash": "washexp.wash.measure.study"}
+"""``benchmark.name`` -> the module of its job: ``run_job(cfg, job, sweep)`` and ``check(cfg)``."""
+
+JOBS = Registry("benchmark", {name: f"{module}:run_job" for name, module in FAMILIES.items()})
+"""``benchmark.name`` -> ``run_job(cfg, job, sweep)``, for a config that passed its ``check``."""
+
+CHECKS = Registry("benchmark", {name: f"{module}:check" for name, module in FAMILIES.items()})
+"""``benchmark.name`` -> ``check(cfg)``: the job's refusals its config alone decides, nothing read
+or started (a sweep runs it on every job before the first)."""
 
 RECORDS = Registry(
     "record builder",

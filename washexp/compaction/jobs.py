@@ -6,8 +6,19 @@ from __future__ import annotations
 from washexp import measurements
 
 
-def run_job(cfg, job, sweep) -> None:
+def check(cfg) -> None:
+    """The compaction job's refusals that its config alone decides, nothing read or started (a
+    sweep runs this on every job before the first: ``washexp.app.check_job``)."""
     # a wash measurement (measurement=ceiling) under this benchmark: app.check_family refused it
-    measurement = measurements.get(cfg.compaction.measurement.name, "compaction")
+    measurements.get(cfg.compaction.measurement.name, "compaction")
     measurements.check_bounds("compaction", cfg.compaction.measurement)
+    if cfg.model.backend == "local":
+        from washexp.models import local  # llama.cpp's wrapper: only for a local model
+
+        local.check(cfg.model, cfg.endpoint)
+
+
+def run_job(cfg, job, sweep) -> None:
+    """One compaction job; its config has passed :func:`check` (``washexp.app.check_job``)."""
+    measurement = measurements.get(cfg.compaction.measurement.name, "compaction")
     measurements.use(measurement.run)(cfg, job, sweep)

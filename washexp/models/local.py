@@ -66,20 +66,36 @@ def log_dir(endpoint, root: Path) -> Path:
     return (recordings if recordings.is_absolute() else root / recordings).parent / "llama-server"
 
 
-def model_file(model) -> tuple[Path, weights.Packaged | None]:
-    """The file to serve and the packaged tier it must be (None: the user's own ``model.gguf``)."""
+def check(model, endpoint) -> str:
+    """The usage errors of ``model=local`` that its config alone decides, nothing read or started
+    (a sweep runs this on every job before the first: ``washexp.app.check_job``); the installed
+    llama-cpp-python version."""
+    tier = weights.packaged(model.weights) if model.weights and not model.gguf else None
+    # one line naming the install commands if it is missing (a packaged tier's own: 1.5B needs two)
+    version = llama_server.llama_cpp_version(*((tier.config, tier.install) if tier else ()))
+    if endpoint.base_url:
+        raise ConfigError(
+            f"model=local starts its own server: drop endpoint.base_url={endpoint.base_url} "
+            "(or use model=openai for a server you run yourself)"
+        )
+    if model.n_ctx < 1:
+        raise ConfigError(f"model.n_ctx={model.n_ctx}: must be a positive number of tokens")
     if model.gguf and model.weights:
         raise ConfigError(
             f"model.gguf={model.gguf} and model.weights={model.weights}: pick one "
             "(model.weights=null to serve your own file, named with model.name=... model.platform=...)"
         )
-    if model.gguf:
-        gguf = Path(model.gguf).expanduser().resolve()
-        if not gguf.is_file():
-            raise ConfigError(f"model.gguf={model.gguf!r}: no such file")
-        return gguf, None
-    if not model.weights:
+    if model.gguf and not Path(model.gguf).expanduser().is_file():
+        raise ConfigError(f"model.gguf={model.gguf!r}: no such file")
+    if not model.gguf and not model.weights:
         raise ConfigError("model=local needs model.weights (a packaged tier) or model.gguf (a file)")
+    return version
+
+
+def model_file(model) -> tuple[Path, weights.Packaged | None]:
+    """The file to serve and the packaged tier it must be (None: the user's own ``model.gguf``)."""
+    if model.gguf:
+        return Path(model.gguf).expanduser().resolve(), None
     tier = weights.packaged(model.weights)
     return weights.materialize(tier), tier
 
@@ -93,16 +109,7 @@ def flat_params(spec: dict[str, Any] | None) -> dict[str, str]:
 
 def serve(model, endpoint, root: Path) -> Served:
     """Check ``model``/``endpoint`` (one-line ConfigErrors) and start the server unless replay is strict."""
-    tier = weights.packaged(model.weights) if model.weights and not model.gguf else None
-    # one line naming the install commands if it is missing (a packaged tier's own: 1.5B needs two)
-    version = llama_server.llama_cpp_version(*((tier.config, tier.install) if tier else ()))
-    if endpoint.base_url:
-        raise ConfigError(
-            f"model=local starts its own server: drop endpoint.base_url={endpoint.base_url} "
-            "(or use model=openai for a server you run yourself)"
-        )
-    if model.n_ctx < 1:
-        raise ConfigError(f"model.n_ctx={model.n_ctx}: must be a positive number of tokens")
+    version = check(model, endpoint)
     gguf, tier = model_file(model)
     sha256 = llama_server.file_sha256(gguf)
     if tier is not None:  # before the first load: bytes that are not the tier's are never served

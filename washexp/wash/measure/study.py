@@ -167,18 +167,37 @@ class Planned:
     unit: str
 
 
-def run_job(cfg, job, sweep) -> None:
+def check(cfg) -> None:
+    """The wash job's refusals that its config alone decides, nothing read or started (a sweep
+    runs this on every job before the first: ``washexp.app.check_job``)."""
+    from washexp.models import local
+    from washexp.wash.washers import check_gates, needs_model
+    from washexp.wash.washers.model import needs_served
+
     w = cfg.wash
     m = w.measurement
-    measurement = measurements.get(m.name, "wash")
+    measurements.get(m.name, "wash")
     measurements.check_bounds("wash", m)
     for arm in m.arms:
         if arm not in ("configured", "off"):
             raise ConfigError(f"wash.measurement.arms: {arm!r} is neither 'configured' nor 'off'")
-    the_gauge = gauge.load_gauge(dict(w.gauge))  # checked before any run starts
     checked = m.name in fidelity.FIDELITY  # these set each arm's gates themselves
     if checked:
         fidelity.check(m, w.gates)
+    check_gates(dict(w.washer), w.gates and not checked)
+    if needs_model(dict(w.washer)):
+        needs_served(w.washer["name"], cfg.model.backend)
+        if cfg.model.backend == "local":
+            local.check(cfg.model, cfg.endpoint)
+
+
+def run_job(cfg, job, sweep) -> None:
+    """One wash job; its config has passed :func:`check` (``washexp.app.check_job``)."""
+    w = cfg.wash
+    m = w.measurement
+    measurement = measurements.get(m.name, "wash")
+    the_gauge = gauge.load_gauge(dict(w.gauge))  # checked before any run starts
+    checked = m.name in fidelity.FIDELITY
     washer_spec = _washer_spec(dict(w.washer), w.gates and not checked)
     feed, stores = None, {}
     if measurement.feed:  # the inputs, validated whole before any model is opened
