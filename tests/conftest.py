@@ -46,9 +46,12 @@ def run_cli(
     env: dict | None = None,
     check: bool = True,
     premade: bool = False,
+    child: bool = False,
 ) -> subprocess.CompletedProcess:
-    """``python run.py ARGS`` with tracking in ``store``, from a directory that is not the root.
-    ``premade``: a store not there yet starts as a copy of an empty one (:func:`new_store_copy`)."""
+    """``python run.py ARGS`` with tracking in ``store``, from a directory that is not the root:
+    run in this process (:func:`run_py_here`), or as a child process where ``child`` asks for one
+    or ``env`` sets ``PYTHONPATH`` (imports a new interpreter must make). ``premade``: a store not
+    there yet starts as a copy of an empty one (:func:`new_store_copy`)."""
     tracking = [
         f"tracking.uri=sqlite:///{store / 'mlflow.db'}",
         f"tracking.artifacts={store / 'mlruns'}",
@@ -60,17 +63,45 @@ def run_cli(
     if premade and not (store / "mlflow.db").exists():
         assert not given & {"tracking", "tracking.uri"}, "premade is for the store in ``store``"
         new_store_copy(store / "mlflow.db")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), *args, *tracking],
-        cwd=cwd or store,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=600,
-    )
+    if not child and "PYTHONPATH" not in (env or {}):
+        proc = run_py_here([*args, *tracking], cwd or store, env or {})
+    else:
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "run.py"), *args, *tracking],
+            cwd=cwd or store,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **(env or {})},
+            timeout=600,
+        )
     if check and proc.returncode != 0:
         raise AssertionError(f"run.py {' '.join(args)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
+
+
+def run_py_here(argv: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    """``python run.py ARGV`` from ``cwd`` with ``env`` added, run in this process (the entry point
+    ``run.py`` calls, real Hydra): its exit code and what it printed, without the seconds a new
+    interpreter spends importing Hydra and MLflow. What it cannot give is a child's own: the
+    output of jobs a parallel launcher runs in other processes (they write to the descriptors),
+    ``run.py``'s exit path (``leave``), a signal's effect; those tests ask for ``child=True``."""
+    from washexp.app import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_argv = dict(os.environ), sys.argv[:]
+    os.environ.update(env)
+    sys.argv = [str(ROOT / "run.py")]
+    try:
+        with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv, root=ROOT)
+            except SystemExit as exit_:
+                code = exit_.code
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.argv = saved_argv
+    return subprocess.CompletedProcess(["run.py", *argv], code, out.getvalue(), err.getvalue())
 
 
 def washexp_cli(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

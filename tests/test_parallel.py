@@ -39,6 +39,7 @@ def _sweep(url: str, store: Path, recordings: Path):
         store,
         env={"OPENAI_API_KEY": SECRET, "CI": "1"},
         check=False,
+        child=True,  # the workers' lines go to the descriptors, which only a child's capture holds
     )
 
 
