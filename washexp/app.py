@@ -140,7 +140,6 @@ def _job_info(root: Path):
 
 
 def _run_job(cfg, sweep: Sweep) -> None:
-
     from washexp.benchmarks import JOBS
 
     raise_if_stopped()

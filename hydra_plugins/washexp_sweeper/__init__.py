@@ -3,11 +3,13 @@
 Hydra's ``BasicSweeper`` composes every job of a batch to validate it, so that a bad override fails
 before any job runs; its launcher then composes each job again to run it: the same config twice,
 about 50 ms of CPU a job. This sweeper keeps what validation composed and hands it to the launcher,
-so a bad override still fails before any work and each job is composed once. It also runs washexp's
-own refusals on every job's config (``washexp.app.check_job``: keys, family, types, the model a
-job would serve), so a usage error in the tenth job of a sweep is exit 2 before the first runs. A launcher that runs
+so a bad override still fails before any work and each job is composed once. A launcher that runs
 jobs in other processes (joblib, submitit, Ray) receives the loader without what it kept, and
 composes there as before.
+
+It also runs washexp's own refusals on every job's config before the first job
+(``washexp.app.check_job``: keys, family, types, the family's settings, the model a job would
+serve), so such a usage error in the tenth job of a sweep is exit 2 before the first runs.
 
 It lives in ``hydra_plugins`` because Hydra instantiates plugins from that package only.
 """
