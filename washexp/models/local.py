@@ -71,8 +71,6 @@ def check(model, endpoint) -> str:
     (a sweep runs this on every job before the first: ``washexp.app.check_job``); the installed
     llama-cpp-python version."""
     tier = weights.packaged(model.weights) if model.weights and not model.gguf else None
-    # one line naming the install commands if it is missing (a packaged tier's own: 1.5B needs two)
-    version = llama_server.llama_cpp_version(*((tier.config, tier.install) if tier else ()))
     if endpoint.base_url:
         raise ConfigError(
             f"model=local starts its own server: drop endpoint.base_url={endpoint.base_url} "
@@ -89,7 +87,9 @@ def check(model, endpoint) -> str:
         raise ConfigError(f"model.gguf={model.gguf!r}: no such file")
     if not model.gguf and not model.weights:
         raise ConfigError("model=local needs model.weights (a packaged tier) or model.gguf (a file)")
-    return version
+    # the extra last, so that what the config gets wrong is said whether or not it is installed;
+    # one line naming the install commands if it is missing (a packaged tier's own: 1.5B needs two)
+    return llama_server.llama_cpp_version(*((tier.config, tier.install) if tier else ()))
 
 
 def model_file(model) -> tuple[Path, weights.Packaged | None]:
