@@ -87,37 +87,34 @@ def run_py_here(argv: list[str], cwd: Path, env: dict) -> subprocess.CompletedPr
     ``run.py``'s exit path (``leave``), a signal's effect; those tests ask for ``child=True``."""
     from washexp.app import main
 
-    out, err = io.StringIO(), io.StringIO()
     saved_env, saved_argv = dict(os.environ), sys.argv[:]
     os.environ.update(env)
     sys.argv = [str(ROOT / "run.py")]
     try:
-        with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(argv, root=ROOT)
-            except SystemExit as exit_:
-                code = exit_.code
+        return _here(lambda: main(argv, root=ROOT), cwd, ["run.py", *argv])
     finally:
         os.environ.clear()
         os.environ.update(saved_env)
         sys.argv = saved_argv
-    return subprocess.CompletedProcess(["run.py", *argv], code, out.getvalue(), err.getvalue())
 
 
 def washexp_cli(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """``washexp ARGV`` from ``cwd``, run in this process: its exit code and what it printed,
-    MLflow's log lines included (its handler writes to the ``sys.stderr`` of the moment). What a
-    child process gives, without the seconds a new interpreter spends importing MLflow; a test of
-    signals, pipes or a command's own process keeps the child."""
+    """``washexp ARGV`` from ``cwd``, run in this process (see :func:`run_py_here`); MLflow's log
+    lines are in its stderr (MLflow's handler writes to the ``sys.stderr`` of the moment)."""
     from washexp.cli import main
 
+    return _here(lambda: main(list(argv)), cwd, ["washexp", *argv])
+
+
+def _here(command, cwd: Path, args: list[str]) -> subprocess.CompletedProcess:
+    """``command()`` from ``cwd``, what it printed captured, as a child's result."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            code = main(list(argv))
+            code = command()
         except SystemExit as exit_:  # argparse's usage errors and --help
             code = exit_.code
-    return subprocess.CompletedProcess(["washexp", *argv], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 SCRIPTED_ENV = {"OPENAI_API_KEY": "sk-test-0", "CI": "1"}
