@@ -123,6 +123,24 @@ def test_one_export_of_the_sweep_puts_the_models_side_by_side(compaction, tmp_pa
     assert "| primary | Full | ctx-model | 1 |" in md and "| primary | Full | empty-model | 1 | 0.000 |" in md
 
 
+def test_the_cross_model_record_has_a_bundle_that_verify_recomputes(compaction, tmp_path):
+    store, sweep, _ = compaction
+    proc = _export(store, tmp_path, "--sweep", sweep, "--bundle")
+    assert proc.returncode == 0, proc.stderr
+    (path,) = tmp_path.glob("compaction-cross-model-*.json")
+    info = json.loads((path.with_suffix(".bundle") / "bundle.json").read_text())
+    assert info["options"]["models"] == list(MODELS) and info["options"]["model"] is None
+    done = washexp_cli("verify", str(path))
+    assert done.returncode == 0, done.stderr
+    assert "every value recomputed" in done.stdout and "24 replies of 12 runs regraded" in done.stdout
+    record = json.loads(path.read_text())
+    row = record["tables"]["arms_by_model"]["rows"][0]
+    row["fact_accuracy"] = 0.5 if row["fact_accuracy"] != 0.5 else 0.25  # an edit by hand after export
+    path.write_text(json.dumps(record))
+    changed = washexp_cli("verify", str(path))
+    assert changed.returncode == 1 and "fact_accuracy: record" in changed.stdout
+
+
 def _records(out: Path) -> list[str]:
     """The records in ``out``, by name without their date."""
     return sorted(p.name.rsplit("-", 3)[0] for p in out.glob("*.json"))
@@ -236,9 +254,13 @@ def test_the_wash_record_across_tiers(tmp_path):
             env=KEY,
         )
     out = tmp_path / "out"
-    proc = _cli(tmp_path, "export", "--experiment", "wash", "--out", str(out), "--models", "careful-model,lossy-model")
+    models = ("--models", "careful-model,lossy-model", "--bundle")
+    proc = _cli(tmp_path, "export", "--experiment", "wash", "--out", str(out), *models)
     assert proc.returncode == 0, proc.stderr
-    record = json.loads(next(out.glob("wash-cross-model-careful-model+lossy-model-*.json")).read_text())
+    (path,) = out.glob("wash-cross-model-careful-model+lossy-model-*.json")
+    done = washexp_cli("verify", str(path))
+    assert done.returncode == 0 and "every value recomputed" in done.stdout, done.stderr
+    record = json.loads(path.read_text())
     washers = record["tables"]["washers_by_model"]["rows"]
     kept = {(r["measurement"], r["model"]): (r["muscle_kept"], r["muscle_total"]) for r in washers}
     assert kept["ceiling", "careful-model"][0] == kept["ceiling", "careful-model"][1]  # kept every fact

@@ -81,9 +81,10 @@ def contents(record: Record, options, runs) -> dict[str, bytes]:
     from washexp.export import build
     from washexp.export.selection import in_sweeps, tag
 
-    if record.platform.startswith("cross-model-"):
-        raise ConfigError(f"{record.stem}: --bundle covers one model's records (not the cross-model one) for now")
-    own = options if options.model else replace(options, model=str(record.provenance.get("model")))
+    if record.platform.startswith("cross-model-"):  # its models' runs, rebuilt side by side again
+        own = replace(options, model=None, models=tuple(record.provenance["models (in the order given)"]))
+    else:
+        own = options if options.model else replace(options, model=str(record.provenance.get("model")))
     reader.READS.clear()
     reader.ROWS.clear()
     rebuilt = build(own, runs)
