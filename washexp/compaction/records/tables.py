@@ -36,9 +36,9 @@ def api_by_arm(conds: pd.DataFrame) -> dict[tuple[str, str], dict[str, float | N
                 continue
             seen = True
             shortened += sum(s < f for s in sizes)
-            cuts.append(sum(100.0 * (f - s) / f for s in sizes) / len(sizes))
-        if seen:
-            reduction = sum(cuts) / len(cuts) if cuts else None
+            cuts.append(math.fsum(100.0 * (f - s) / f for s in sizes) / len(sizes))
+        if seen:  # fsum: exact sums, so the figure does not hang on the order the store lists the runs in
+            reduction = math.fsum(cuts) / len(cuts) if cuts else None
             out[(str(label), str(cohort))] = {
                 "api_reduction_pct": reduction,
                 "api_contexts_shortened": float(shortened),
