@@ -20,6 +20,8 @@ BUNDLED = sorted(
     and json.loads(p.read_text())["topic"] == "compaction"
     # the cliff compares no two arms: its intervals are its crossings' (tests/test_cliff.py)
     and json.loads(p.read_text())["provenance"].get("measurement") != "cliff"
+    # a cross-model record keeps no per-task values: its models' records rebuilt from its bundle do (below)
+    and not p.name.startswith("compaction-cross-model-")
 )
 
 
@@ -136,3 +138,37 @@ def test_families_and_analyses_on_a_hand_made_panel():
     (mask,) = [r for r in full if r["a"] == "mask top0"]
     assert mask["n_tasks"] == 1 and mask["p"] is None and mask["diff"] == pytest.approx(-0.6)
     assert mask["verdict"] == "not tested: 1 task in common"
+
+
+CROSS = sorted(p for p in RESULTS.glob("compaction-cross-model-*.json") if p.with_suffix(".bundle").is_dir())
+
+
+@pytest.mark.slow  # each model's record is rebuilt from the bundle: about a minute each
+@pytest.mark.parametrize("path", CROSS, ids=lambda p: p.stem)
+def test_a_cross_model_p_is_the_exact_sign_flip_of_its_models_own_values(path):
+    """Each model's own record is rebuilt from the cross-model bundle (the builder export uses), and
+    every model-vs-model row's p is the brute-force count over the tasks both models ran."""
+    from washexp.export import ExportOptions, build
+    from washexp.tracking import bundle
+
+    record = json.loads(path.read_text())
+    root = path.with_suffix(".bundle")
+    options = bundle.info(root)["options"]
+    tasks: dict[str, list[dict]] = {}
+    for model in options["models"]:
+        own = ExportOptions(uri=bundle.PREFIX + str(root), sweeps=tuple(options["sweeps"]), model=model)
+        (built,) = build(own)
+        tasks[model] = json.loads(built.to_json())["data"]["compaction_tasks"]
+    rows = record["tables"]["decisions"]["rows"]
+    assert rows
+    for row in rows:
+        arm = row["family"].removeprefix("model vs model, ")
+        values = {
+            m: {t["task"]: t[row["metric"]] for t in tasks[m] if t["arm"] == arm and t["cohort"] == row["cohort"]}
+            for m in (row["a"], row["b"])
+        }
+        common = sorted(t for t in values[row["a"]].keys() & values[row["b"]].keys() if values[row["a"]][t] is not None)
+        diffs = [values[row["a"]][t] - values[row["b"]][t] for t in common]
+        assert row["n_tasks"] == len(common), row
+        assert row["diff"] == pytest.approx(sum(diffs) / len(diffs))
+        assert row["p"] == pytest.approx(brute_p(diffs), abs=1e-12), row
