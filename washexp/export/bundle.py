@@ -78,11 +78,11 @@ def contents(record: Record, options, runs) -> dict[str, bytes]:
     """The files of ``record``'s bundle by path inside it, from ``runs`` (the very table the record
     was built from: one snapshot, so a run finishing meanwhile cannot make the two differ). A
     bundle is refused while a run it covers is still RUNNING: its sweep is not over."""
-    from washexp.export import build
+    from washexp.export import build, crossmodel
     from washexp.export.selection import in_sweeps, tag
 
     if record.platform.startswith("cross-model-"):  # its models' runs, rebuilt side by side again
-        own = replace(options, model=None, models=tuple(record.provenance["models (in the order given)"]))
+        own = replace(options, model=None, models=tuple(record.provenance[crossmodel.MODELS]))
     else:
         own = options if options.model else replace(options, model=str(record.provenance.get("model")))
     reader.READS.clear()

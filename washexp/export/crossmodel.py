@@ -20,6 +20,9 @@ from washexp.tracking.kinds import Kind
 PARENT_KIND = {"compaction": Kind.ARM, "wash": Kind.MEASUREMENT}
 """The run kind that names a model's part of a record, per topic."""
 
+MODELS = "models (in the order given)"
+"""The provenance key of a cross-model record's models: what its bundle rebuilds it from."""
+
 
 def parse_models(text: str) -> tuple[str, ...]:
     """``a,b`` -> ``("a", "b")``: at least two distinct names, in the order given."""

@@ -142,7 +142,7 @@ def _record(models: tuple[str, ...], single: dict, options) -> Record:
         "date": f"{date} (UTC date of the newest covered run)",
         "experiment": options.experiment,
         "washexp version (exporter)": __version__,
-        "models (in the order given)": list(models),
+        crossmodel.MODELS: list(models),
         "records of each model (same runs)": {m: single[m][0].stem for m in models},
         "git commit of the runs": sorted({c for m in models for c in _prov(single, m, "git commit of the runs")}),
         "sweeps (overrides)": crossmodel.merge_sweeps([_prov(single, m, "sweeps (overrides)") for m in models]),

@@ -94,7 +94,7 @@ def _record(models: tuple[str, ...], single: dict[str, Record], options) -> Reco
         "date": f"{date} (UTC date of the newest covered run)",
         "experiment": options.experiment,
         "washexp version (exporter)": __version__,
-        "models (in the order given)": list(models),
+        crossmodel.MODELS: list(models),
         "records of each model (same runs)": {m: single[m].stem for m in models},
         "git commit of the runs": sorted({c for r in single.values() for c in r.provenance["git commit of the runs"]}),
         "sweeps (overrides)": crossmodel.merge_sweeps([r.provenance["sweeps (overrides)"] for r in single.values()]),
