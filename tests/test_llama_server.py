@@ -47,11 +47,11 @@ def _gone(pid: int, port: int, within_s: float = 15.0) -> bool:
     return False
 
 
-def _start(tmp_path: Path, n_ctx: int = 2048, threads: int | None = 2, name: str = "qwen-test"):
+def _start(tmp_path: Path, n_ctx: int = 2048, threads: int | None = 2, name: str = "qwen-test", **options):
     from washexp.models import llama_server
 
     return llama_server.start(
-        default_gguf(), alias=name, n_ctx=n_ctx, threads=threads, log_path=tmp_path / "server.log"
+        default_gguf(), alias=name, n_ctx=n_ctx, threads=threads, log_path=tmp_path / "server.log", **options
     )
 
 
@@ -78,6 +78,7 @@ def test_starts_answers_with_real_text_and_stops(tmp_path):
     log = (tmp_path / "server.log").read_text()
     assert f"server pid {pid} on port {port}" in log
     assert "--n_threads 2" in log
+    assert "--logits_all false" in log  # no prompt token's logits kept for nothing
     assert "# washexp: llama.cpp build: " in log and " AMX" not in log
     assert re.search(r"# washexp: self-test: \d+ prompt \+ 1 completion tokens in [\d.]+ s", log), log
 
@@ -159,3 +160,59 @@ def test_threads_change_the_speed_not_the_answer(tmp_path):
         finally:
             server.stop()
     assert texts[0] == texts[1]
+
+
+def _prefix_hits(tmp_path: Path) -> list[int]:
+    from washexp.models.llama_server import _PREFIX_HIT
+
+    return [int(n) for n in _PREFIX_HIT.findall((tmp_path / "server.log").read_text())]
+
+
+@pytest.mark.parametrize("cache_bytes", [0, 1 << 30])
+def test_the_prompt_cache_finds_an_earlier_prompt_again_and_changes_no_answer(tmp_path, cache_bytes):
+    """A gate's calls alternate on one store (outsider, insider, outsider): the server's own prefix
+    reuse holds only the prompt just before, its RAM cache the earlier ones too."""
+    store = "".join(f"- line {i}: the billing service pins node 20.11.{i} in its image.\n" for i in range(40))
+    first, other = f"List the versions in:\n{store}", f"Count the lines of:\n{store}"
+    server = _start(tmp_path, cache_bytes=cache_bytes)
+    try:
+        before = _chat(server, first).text
+        _chat(server, other)  # another prompt between: the slot now holds this one
+        hits_so_far = len(_prefix_hits(tmp_path))
+        again = _chat(server, first)
+    finally:
+        server.stop()
+    assert again.text == before  # temperature 0: the cache changes the time, not the answer
+    reused = _prefix_hits(tmp_path)[hits_so_far:]
+    if cache_bytes:
+        assert "washexp: the RAM prompt cache counts" in (tmp_path / "server.log").read_text()
+        assert reused and reused[0] >= again.prompt_tokens - 1, reused  # all of it but the last token
+    else:
+        assert not reused or reused[0] < again.prompt_tokens // 2, reused  # only the shared opening
+
+
+def test_the_prompt_cache_counts_the_logits_it_saves_within_its_size():
+    """llama-cpp-python's RAM cache evicts by llama.cpp's state size alone; each saved state also
+    holds its prompt's logits (hundreds of MB with Qwen's vocabulary). Counted, the cache stays
+    within its size; uncounted, it held a 1.5B server past 20 GB."""
+    import numpy as np
+    from llama_cpp import llama_cache
+    from llama_cpp.llama import LlamaState
+
+    from washexp.models import llama_child
+
+    def state(tokens: int) -> LlamaState:
+        scores = np.zeros((tokens, 1000), dtype=np.single)  # 4 KB of logits a token
+        return LlamaState(np.arange(tokens, dtype=np.intc), scores, tokens, b"k" * tokens, tokens, 0)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(llama_cache.LlamaRAMCache, "cache_size", llama_cache.LlamaRAMCache.cache_size)
+        llama_child.count_all_it_keeps()
+        cache = llama_cache.LlamaRAMCache(capacity_bytes=100_000)
+        for start in range(0, 400, 40):  # ten states of 40 tokens: 165 KB each, counted
+            cache[list(range(start, start + 40))] = state(40)
+        assert len(cache.cache_state) == 0  # each alone is over the size: none is kept
+        for start in range(0, 400, 4):
+            cache[list(range(start, start + 4))] = state(4)
+        assert 0 < len(cache.cache_state) < 100
+        assert cache.cache_size == llama_child.held_bytes(cache) <= 100_000

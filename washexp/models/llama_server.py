@@ -3,7 +3,8 @@ as a child process on a free 127.0.0.1 port and stopped by its owner.
 
 - :func:`start` checks that the installed llama.cpp build runs on this CPU (:func:`check_build`),
   runs ``python -m llama_cpp.server --model FILE --n_ctx N --n_threads T --model_alias NAME``
-  with its output in a log file, waits until ``/v1/models`` answers with that alias, then sends
+  (through ``washexp.models.llama_child``, with its prompt cache: :func:`server_command`) with
+  its output in a log file, waits until ``/v1/models`` answers with that alias, then sends
   one tiny completion (:func:`self_test`): a build that crashes on its first request is found
   before any condition runs. A server that exits before it answers is a one-line
   :class:`~washexp.errors.ConfigError` naming the file (exit 2); one that never answers, or
@@ -48,6 +49,9 @@ INSTALL = "sh scripts/install-local.sh"
 """The one install line of the ``[local]`` extra: a portable llama.cpp build (see the script)."""
 HOST = "127.0.0.1"
 STOP_GRACE_S = 5.0
+PROMPT_CACHE_BYTES = 2 << 30
+"""The server's RAM prompt cache: a few states of the largest wash store (about 540 MB each on the
+1.5B tier: its KV cache and its saved logits), dozens of short ones."""
 
 
 def llama_cpp_version(config: str = "local", install: str = INSTALL) -> str:
@@ -289,16 +293,29 @@ def _models(base_url: str) -> list[str] | None:
         return None
 
 
-def server_command(python: str, gguf: Path, alias: str, port: int, n_ctx: int, threads: int) -> list[str]:
+def server_command(
+    python: str,
+    gguf: Path,
+    alias: str,
+    port: int,
+    n_ctx: int,
+    threads: int,
+    cache_bytes: int = PROMPT_CACHE_BYTES,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
     """The llama.cpp server's command line: bound to ``HOST`` (127.0.0.1), never every interface.
 
-    No ``--cache``: llama-cpp-python's RAM prompt cache saves each state with the logits of every
-    token (600 KB a token for Qwen's 152k vocabulary), so it outgrew its size limit and the kernel
-    killed a 1.5B server at 20 GB. The server's own prefix reuse stays: a prompt that begins like
-    the one before it (the reader's second answer, H's next attempt) evaluates only the rest."""
+    ``--logits_all false``: the server's default keeps the logits of every prompt token (600 KB a
+    token with Qwen's 152k vocabulary, written for nothing: washexp asks for no logprobs). The
+    server reuses the prefix of the request just before; ``cache_bytes`` > 0 adds its RAM cache of
+    earlier prompts (``llama_child`` makes it count all it keeps), so a gate's outsider, insider
+    and check, which alternate on one store, each find their own prefix again. Neither changes
+    which model answers or what a request is, so neither enters a recording key. ``extra``: more
+    of the server's own options, last (``bench/bench_serving.py`` sets its old defaults back)."""
+    cache = ["--cache", "true", "--cache_type", "ram", "--cache_size", str(cache_bytes)] if cache_bytes > 0 else []
     return module_command(
         python,
-        "llama_cpp.server",
+        "washexp.models.llama_child",
         [
             "--model",
             str(gguf),
@@ -314,6 +331,10 @@ def server_command(python: str, gguf: Path, alias: str, port: int, n_ctx: int, t
             str(threads),
             "--n_threads_batch",
             str(threads),
+            "--logits_all",
+            "false",
+            *cache,
+            *extra,
         ],
     )
 
@@ -327,8 +348,11 @@ def start(
     log_path: Path,
     timeout_s: float = 120.0,
     python: str = sys.executable,
+    cache_bytes: int = PROMPT_CACHE_BYTES,
+    extra: tuple[str, ...] = (),
 ) -> LlamaServer:
-    """Start the server on a free port and return once it answers with ``alias``."""
+    """Start the server on a free port and return once it answers with ``alias`` (``cache_bytes``,
+    ``extra``: see :func:`server_command`)."""
     llama_cpp_version()  # the extra is there, or one line naming the pip command
     gguf = Path(gguf)
     if not gguf.is_file():
@@ -338,7 +362,7 @@ def start(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(3):  # a free port can be taken between our probe and the server's bind
         port = free_port()
-        command = server_command(python, gguf, alias, port, n_ctx, threads)
+        command = server_command(python, gguf, alias, port, n_ctx, threads, cache_bytes, extra)
         with open(log_path, "ab") as log:
             log.write(f"# washexp: llama.cpp build: {features}\n# washexp: {printable(command)}\n".encode())
             log.flush()
@@ -427,8 +451,9 @@ SERVER_COUNTS = ("server_completions", "server_prompt_tokens_evaluated", "server
 def prompt_tokens_evaluated(logs: dict[str, str]) -> dict[str, float]:
     """From the server's log since the last look (``{"llama-server.log": text}``; nothing without a
     local server): the completions it ran, the prompt tokens it evaluated for them (llama.cpp's own
-    ``prompt eval`` lines) and those it reused from the prompt before instead of evaluating them
-    (``prefix-match hit``). Evaluated plus reused is what a server without prefix reuse evaluates."""
+    ``prompt eval`` lines) and those it reused, from the prompt before or its prompt cache, instead
+    of evaluating them (``prefix-match hit``). Evaluated plus reused is what a server without
+    either evaluates."""
     if "llama-server.log" not in logs:
         return {}
     text = logs["llama-server.log"]
