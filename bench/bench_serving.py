@@ -48,18 +48,10 @@ SETUPS = {
 
 
 def recorded(key: str) -> tuple[str, ChatRequest]:
+    """A recording's role and its request, as asked (its fields are ``ChatRequest``'s own)."""
     entry = json.loads((RECORDINGS / key[:2] / f"{key}.json").read_text(encoding="utf-8"))
-    r = entry["request"]
-    request = ChatRequest(
-        messages=tuple(r["messages"]),
-        temperature=r["temperature"],
-        max_tokens=r["max_tokens"],
-        extra_body=r["extra_body"],
-        generation=r["generation"],
-        answer=r["answer"],
-        series=r.get("series", ""),
-    )
-    return entry["role"], request
+    request = entry["request"]
+    return entry["role"], ChatRequest(**{**request, "messages": tuple(request["messages"])})
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -97,7 +89,9 @@ def main() -> None:
     calls = [recorded(k) for k in args.keys.split(",")]
     tier = weights.packaged("qwen2.5-coder-1.5b-instruct-q4_k_m")
     gguf = weights.materialize(tier)
-    alias = served_name("Qwen2.5-Coder-1.5B-Instruct", llama_server.file_sha256(gguf), 16384)
+    sha256 = llama_server.file_sha256(gguf)
+    weights.check(tier, sha256, str(gguf))  # as model=local-1.5b does: never other bytes
+    alias = served_name("Qwen2.5-Coder-1.5B-Instruct", sha256, 16384)
     print(f"Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), {args.threads} server threads, {len(calls)} recorded calls")
     before = run("before", calls, args.threads, gguf, alias)
     after = run("after", calls, args.threads, gguf, alias)
