@@ -212,3 +212,19 @@ def test_a_wash_record_verifies_from_its_bundle_and_a_flipped_byte_is_named(wash
     capsys.readouterr()
     assert verify([str(tmp_path / wash_exported.name)]) == 1
     assert f"bundle artifact {rounds[0].parent.name}/rounds.json: sha256" in capsys.readouterr().err
+
+
+def test_an_artifact_is_read_only_for_a_run_the_bundle_holds_and_a_file_its_manifest_lists(copy):
+    from washexp.tracking import bundle
+
+    uri = bundle.PREFIX + str(copy.with_suffix(".bundle"))
+    doc = json.loads((copy.with_suffix(".bundle") / "runs.json").read_text())
+    listed, run_id = (doc["columns"].index(c) for c in (bundle.TAG + "retention.json", "run_id"))
+    held = next(row[run_id] for row in doc["rows"] if isinstance(row[listed], str))
+    bundle.clear_cache()
+    assert bundle.lists(uri, held, "retention.json") and not bundle.lists(uri, "0" * 32, "retention.json")
+    assert json.loads(bundle.artifact(uri, held, "retention.json"))
+    with pytest.raises(bundle.BundleMismatch, match="is not in the bundle's runs.json"):
+        bundle.artifact(uri, "0" * 32, "retention.json")
+    with pytest.raises(bundle.BundleMismatch, match="not in the run's manifest"):
+        bundle.artifact(uri, held, "absent.json")

@@ -167,9 +167,7 @@ def _parse(data: bytes, path: Path) -> Any:
 def lists(uri: str, run_id: str, name: str) -> bool:
     """Whether the run's manifest names ``name``: a file the run wrote (a bundled run's manifest
     lists every artifact it has)."""
-    runs = _runs(str(folder(uri)), str(info(folder(uri))["options"].get("experiment")))
-    row = runs[runs["run_id"] == run_id] if runs is not None else None
-    return row is not None and not row.empty and isinstance(row[TAG + name].iloc[0] if TAG + name in row else None, str)
+    return isinstance(_manifests_at(folder(uri)).get(run_id, {}).get(name), str)
 
 
 def artifact(uri: str, run_id: str, name: str) -> bytes:
@@ -178,12 +176,10 @@ def artifact(uri: str, run_id: str, name: str) -> bytes:
     root = folder(uri)
     if not RUN_ID.match(run_id) or not FILE.match(name):
         raise BundleMismatch(f"bundle artifact {run_id}/{name}: not a plain run id and file name: refused")
-    runs = _runs(str(root), str(info(root)["options"].get("experiment")))
-    column = TAG + name
-    row = runs[runs["run_id"] == run_id] if runs is not None else None
-    if row is None or row.empty:
+    manifests = _manifests_at(root)
+    if run_id not in manifests:
         raise BundleMismatch(f"bundle artifact {run_id}/{name}: run {run_id} is not in the bundle's {RUNS}")
-    listed = row[column].iloc[0] if column in row.columns else None
+    listed = manifests[run_id].get(name)
     if not isinstance(listed, str):
         raise BundleMismatch(f"bundle artifact {run_id}/{name}: not in the run's manifest")
     data = read_safe(root, ("runs", run_id, *name.split("/")))
@@ -194,5 +190,24 @@ def artifact(uri: str, run_id: str, name: str) -> bytes:
     return data
 
 
+def _manifests_at(root: Path) -> dict[str, dict[str, str]]:
+    return _manifests(str(root), str(info(root)["options"].get("experiment")))
+
+
+@lru_cache(maxsize=16)
+def _manifests(root_text: str, experiment: str) -> dict[str, dict[str, str]]:
+    """Each run's manifest (file name -> sha256), built once per runs table, so that reading an
+    artifact is a lookup rather than a filter of the wide table."""
+    runs = _runs(root_text, experiment)
+    if runs is None:
+        return {}
+    names = [c for c in runs.columns if c.startswith(TAG)]
+    return {
+        row[0]: {c.removeprefix(TAG): v for c, v in zip(names, row[1:], strict=True) if isinstance(v, str)}
+        for row in runs[["run_id", *names]].itertuples(index=False, name=None)
+    }
+
+
 def clear_cache() -> None:
     _runs.cache_clear()
+    _manifests.cache_clear()

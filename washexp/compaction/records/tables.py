@@ -16,7 +16,7 @@ from functools import partial
 import pandas as pd
 
 from washexp.compaction.generation import INVALID_KINDS
-from washexp.compaction.records.runs import value
+from washexp.compaction.records.runs import metric, value
 from washexp.export.records import Column, Table, show, through
 
 COHORTS = ("primary", "control")
@@ -191,7 +191,8 @@ def per_task_table(
         row = {"task": task, "cohort": cohort, "units": _first(group, "units_total")}
         failed: list[str] = []
         too_long: list[str] = []
-        for i, c in group.iterrows():
+        narrow = group[[c for c in ("label", "status", f"metrics.{key}") if c in group.columns]]
+        for i, c in narrow.iterrows():  # the columns read only: a row of the wide table is slow to build
             row[c["label"]] = value(c, key)
             if c["status"] == "FAILED":
                 (too_long if over is not None and over[i] else failed).append(c["label"])
@@ -284,13 +285,13 @@ def _tasks(conds: pd.DataFrame):
 
 
 def _first(group: pd.DataFrame, key: str) -> float | None:
-    found = [v for v in (value(r, key) for _, r in group.iterrows()) if v is not None]
-    return found[0] if found else None
+    found = metric(group, key).dropna()
+    return float(found.iloc[0]) if len(found) else None
 
 
 def _max(group: pd.DataFrame, key: str) -> float | None:
-    found = [v for v in (value(r, key) for _, r in group.iterrows()) if v is not None]
-    return max(found) if found else None
+    found = metric(group, key).dropna()
+    return float(found.max()) if len(found) else None
 
 
 def _num(v: float | None, digits: int) -> str:
