@@ -167,7 +167,7 @@ def _parse(data: bytes, path: Path) -> Any:
 def lists(uri: str, run_id: str, name: str) -> bool:
     """Whether the run's manifest names ``name``: a file the run wrote (a bundled run's manifest
     lists every artifact it has)."""
-    return isinstance(_manifests_at(folder(uri)).get(run_id, {}).get(name), str)
+    return name in _manifests(str(folder(uri))).get(run_id, {})
 
 
 def artifact(uri: str, run_id: str, name: str) -> bytes:
@@ -176,11 +176,12 @@ def artifact(uri: str, run_id: str, name: str) -> bytes:
     root = folder(uri)
     if not RUN_ID.match(run_id) or not FILE.match(name):
         raise BundleMismatch(f"bundle artifact {run_id}/{name}: not a plain run id and file name: refused")
-    manifests = _manifests_at(root)
+    check_folder(root)  # still a plain folder at every read, as when the manifests were read
+    manifests = _manifests(str(root))
     if run_id not in manifests:
         raise BundleMismatch(f"bundle artifact {run_id}/{name}: run {run_id} is not in the bundle's {RUNS}")
     listed = manifests[run_id].get(name)
-    if not isinstance(listed, str):
+    if listed is None:
         raise BundleMismatch(f"bundle artifact {run_id}/{name}: not in the run's manifest")
     data = read_safe(root, ("runs", run_id, *name.split("/")))
     if sha256_bytes(data) != listed:
@@ -190,15 +191,11 @@ def artifact(uri: str, run_id: str, name: str) -> bytes:
     return data
 
 
-def _manifests_at(root: Path) -> dict[str, dict[str, str]]:
-    return _manifests(str(root), str(info(root)["options"].get("experiment")))
-
-
 @lru_cache(maxsize=16)
-def _manifests(root_text: str, experiment: str) -> dict[str, dict[str, str]]:
-    """Each run's manifest (file name -> sha256), built once per runs table, so that reading an
-    artifact is a lookup rather than a filter of the wide table."""
-    runs = _runs(root_text, experiment)
+def _manifests(root_text: str) -> dict[str, dict[str, str]]:
+    """Each run's manifest (file name -> sha256), built once per bundle (until :func:`clear_cache`),
+    so that reading an artifact is a lookup rather than a filter of the wide runs table."""
+    runs = _runs(root_text, str(info(Path(root_text))["options"].get("experiment")))
     if runs is None:
         return {}
     names = [c for c in runs.columns if c.startswith(TAG)]
